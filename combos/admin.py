@@ -1,0 +1,483 @@
+"""Admin for combos, mappings, API keys, overrides, smart routes and gateway settings.
+
+Every form runs the shared validator in ``clean()`` (errors land on the field they
+name) and every save goes through ``combos.services``, which validates again, writes
+and bumps the config revision in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from combos import services
+from combos.models import (
+    AdminToken,
+    ApiKey,
+    CandidateOverride,
+    Combo,
+    GatewaySettings,
+    ModelComboMapping,
+    SmartRoute,
+)
+from providers.validation import Problem
+
+TARGETS_HELP = (
+    "One target per line, in order. A model target: provider/model[@connection] "
+    "[weight=N] [timeout_ms=N]. A combo-ref: combo:NAME [weight=N]."
+)
+
+
+def add_problems(
+    form: forms.Form, problems: list[Problem], aliases: dict[str, str] | None = None
+) -> None:
+    """Attach each problem to the form field its path starts with."""
+    for problem in problems:
+        head = problem.path.split(".")[0].split("[")[0]
+        field = (aliases or {}).get(head, head)
+        if field in form.fields:
+            form.add_error(
+                field, str(problem) if problem.path != field else problem.message
+            )
+        else:
+            form.add_error(None, str(problem))
+
+
+def _json_field(label: str, help_text: str) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+    )
+
+
+def _parse_json(form: forms.Form, name: str) -> Any:
+    text = (form.cleaned_data.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        form.add_error(name, f"not valid JSON: {exc}")
+        return None
+
+
+def parse_target_line(line: str) -> dict[str, Any]:
+    head, *options = line.split()
+    target: dict[str, Any] = {}
+    if head.lower().startswith("combo:"):
+        target["combo"] = head[len("combo:") :]
+    else:
+        model, _, connection = head.partition("@")
+        target["model"] = model
+        if connection:
+            target["connection"] = connection
+    for option in options:
+        name, _, value = option.partition("=")
+        try:
+            target[name] = json.loads(value)
+        except json.JSONDecodeError:
+            target[name] = value
+    return target
+
+
+def format_targets(data: list[dict[str, Any]]) -> str:
+    lines = []
+    for target in data:
+        if "combo" in target:
+            head = f"combo:{target['combo']}"
+        else:
+            head = target["model"] + (
+                f"@{target['connection']}" if target.get("connection") else ""
+            )
+        extras = [f"{k}={target[k]}" for k in ("weight", "timeout_ms") if k in target]
+        lines.append(" ".join([head, *extras]))
+    return "\n".join(lines)
+
+
+class ComboForm(forms.ModelForm):
+    targets_text = forms.CharField(
+        label="Targets",
+        required=False,
+        help_text=TARGETS_HELP,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+    )
+    config_text = _json_field(
+        "Config", "Strategy options as a JSON object, camelCase keys (spec 03 §2.2)."
+    )
+
+    class Meta:
+        model = Combo
+        fields = ("name", "strategy", "active")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            data = services.combo_as_data(self.instance)
+            self.fields["targets_text"].initial = format_targets(data["targets"])
+            self.fields["config_text"].initial = json.dumps(data["config"], indent=2)
+        self.config_data: dict[str, Any] = {}
+        self.warnings: list[Problem] = []
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        lines = (cleaned.get("targets_text") or "").splitlines()
+        data = {
+            "name": cleaned.get("name"),
+            "strategy": cleaned.get("strategy"),
+            "active": bool(cleaned.get("active")),
+            "targets": [parse_target_line(line) for line in lines if line.strip()],
+            "config": _parse_json(self, "config_text") or {},
+        }
+        previous = self.instance.name if self.instance.pk else None
+        _clean, check = services.check_combo(
+            data, services.build_index(), previous_name=previous
+        )
+        add_problems(
+            self, check.problems, {"targets": "targets_text", "config": "config_text"}
+        )
+        self.config_data, self.warnings = data, check.warnings
+        return cleaned
+
+
+class ConfigAdmin(admin.ModelAdmin):
+    """Saves through a service instead of ``obj.save()``."""
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        raise TypeError(f"{type(self).__name__} must define write()")
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        result = self.write(form, obj if change else None)
+        obj.__dict__.update(result.instance.__dict__)
+        for warning in result.warnings:
+            messages.warning(request, self.warning_text(warning))
+        if result.plaintext_key:
+            messages.success(
+                request,
+                f"New API key (shown once, copy it now): {result.plaintext_key}",
+            )
+
+    def warning_text(self, warning: Problem) -> str:
+        return str(warning)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_instance(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+@admin.register(Combo)
+class ComboAdmin(ConfigAdmin):
+    form = ComboForm
+    list_display = ("name", "strategy", "active", "target_count", "updated_at")
+    list_filter = ("strategy", "active")
+    search_fields = ("name", "targets__model")
+    fields = ("name", "strategy", "active", "targets_text", "config_text")
+
+    @admin.display(description="targets")
+    def target_count(self, obj: Combo) -> int:
+        return obj.targets.count()
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        return services.save_combo(form.config_data, instance)
+
+    def warning_text(self, warning: Problem) -> str:
+        detail = warning.message.partition(": ")[2]  # "name (provider/model)"
+        name, _, rest = detail.partition(" (")
+        provider, _, model = rest.rstrip(")").partition("/")
+        if warning.message.startswith("COMBO_NAME_SHADOWS_MODEL"):
+            return (
+                f'Combo "{name}" has the same name as model {model} ({provider}); '
+                "requests for that bare id now route through this combo."
+            )
+        return str(warning)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        try:
+            services.delete_combo(obj)
+        except services.ComboInUse as exc:
+            messages.error(request, str(exc))
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        deleted, count, perms, protected = super().get_deleted_objects(objs, request)
+        for obj in objs:
+            protected += services.combo_referrers(obj)
+        return deleted, count, perms, protected
+
+
+class MappingForm(forms.ModelForm):
+    class Meta:
+        model = ModelComboMapping
+        fields = ("pattern", "combo", "priority")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        combo = cleaned.get("combo")
+        self.config_data = {
+            "pattern": cleaned.get("pattern"),
+            "combo": combo.name if combo else None,
+            "priority": cleaned.get("priority") or 0,
+        }
+        check = services.Checker("")
+        services.validate_mapping(self.config_data, check, services.build_index())
+        add_problems(self, check.problems)
+        return cleaned
+
+
+@admin.register(ModelComboMapping)
+class MappingAdmin(ConfigAdmin):
+    form = MappingForm
+    list_display = ("pattern", "combo", "priority", "created_at")
+    list_filter = ("combo",)
+    search_fields = ("pattern", "combo__name")
+    ordering = ("-priority", "created_at")
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        return services.save_mapping(form.config_data, instance)
+
+
+class ApiKeyForm(forms.ModelForm):
+    allowed_text = forms.CharField(
+        label="Allowed models",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One glob per line (e.g. openai/*, my-combo, auto*). Empty = all.",
+    )
+    failover_text = _json_field(
+        "Failover defaults",
+        'JSON, e.g. {"models": ["openai/gpt-5-nano", "anthropic/claude-sonnet-4"], '
+        '"timeout_ms": 30000, "first_token_timeout_ms": 5000, "on": ["server_error"]}',
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = (
+            "name",
+            "active",
+            "expires_at",
+            "rpm",
+            "tpm",
+            "budget_usd",
+            "budget_period",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["allowed_text"].initial = "\n".join(
+                self.instance.allowed_models or []
+            )
+            if self.instance.failover_defaults:
+                self.fields["failover_text"].initial = json.dumps(
+                    self.instance.failover_defaults
+                )
+        self.config_data: dict[str, Any] = {}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        allowed = [
+            g.strip()
+            for g in (cleaned.get("allowed_text") or "").splitlines()
+            if g.strip()
+        ]
+        budget = cleaned.get("budget_usd")
+        self.config_data = {
+            "name": cleaned.get("name"),
+            "active": bool(cleaned.get("active")),
+            "expires_at": cleaned.get("expires_at"),
+            "allowed_models": allowed or None,
+            "rpm": cleaned.get("rpm"),
+            "tpm": cleaned.get("tpm"),
+            "budget_usd": float(budget) if budget is not None else None,
+            "budget_period": cleaned.get("budget_period"),
+            "failover_defaults": _parse_json(self, "failover_text"),
+        }
+        _, check = services.check_api_key(self.config_data, services.build_index())
+        add_problems(
+            self,
+            check.problems,
+            {"allowed_models": "allowed_text", "failover_defaults": "failover_text"},
+        )
+        return cleaned
+
+
+class OverrideInline(admin.TabularInline):
+    model = CandidateOverride
+    extra = 0
+    fields = ("channel", "exclude")
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(ConfigAdmin):
+    form = ApiKeyForm
+    list_display = (
+        "name",
+        "prefix",
+        "active",
+        "expires_at",
+        "rpm",
+        "tpm",
+        "budget_usd",
+        "budget_period",
+        "created_at",
+    )
+    list_filter = ("active", "budget_period")
+    search_fields = ("name", "prefix")
+    readonly_fields = ("prefix", "created_at", "updated_at")
+    fields = (
+        "name",
+        "prefix",
+        "active",
+        "expires_at",
+        "allowed_text",
+        "rpm",
+        "tpm",
+        "budget_usd",
+        "budget_period",
+        "failover_text",
+        "created_at",
+        "updated_at",
+    )
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        return services.save_api_key(form.config_data, instance)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_api_key(obj)
+
+
+class OverrideForm(forms.ModelForm):
+    exclude_text = forms.CharField(
+        label="Exclude",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One provider/model@connection per line.",
+    )
+
+    class Meta:
+        model = CandidateOverride
+        fields = ("api_key", "channel")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        key = cleaned.get("api_key")
+        self.config_data = {
+            "api_key": key.name if key else None,
+            "channel": cleaned.get("channel"),
+            "exclude": [
+                x.strip()
+                for x in (cleaned.get("exclude_text") or "").splitlines()
+                if x.strip()
+            ],
+        }
+        check = services.Checker("")
+        services.validate_override(self.config_data, check, services.build_index())
+        add_problems(self, check.problems, {"exclude": "exclude_text"})
+        return cleaned
+
+
+@admin.register(CandidateOverride)
+class OverrideAdmin(ConfigAdmin):
+    form = OverrideForm
+    list_display = ("api_key", "channel", "exclude")
+    list_filter = ("channel",)
+    search_fields = ("api_key__name", "channel")
+    fields = ("api_key", "channel", "exclude_text")
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        return services.save_override(form.config_data, instance)
+
+
+class SmartRouteForm(forms.ModelForm):
+    class Meta:
+        model = SmartRoute
+        fields = ("alias", "easy", "hard", "threshold", "session_ttl_seconds")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        self.config_data = {k: cleaned.get(k) for k in self.Meta.fields}
+        index = services.build_index()
+        if self.instance.pk:
+            index.smart_aliases.discard(self.instance.alias)
+        check = services.Checker("")
+        services.validate_smart_route(self.config_data, check, index)
+        add_problems(self, check.problems)
+        return cleaned
+
+
+@admin.register(SmartRoute)
+class SmartRouteAdmin(ConfigAdmin):
+    form = SmartRouteForm
+    list_display = ("alias", "easy", "hard", "threshold", "session_ttl_seconds")
+    search_fields = ("alias", "easy", "hard")
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        return services.save_smart_route(form.config_data, instance)
+
+
+class SettingsForm(forms.ModelForm):
+    data_text = _json_field(
+        "Settings",
+        "The YAML settings: block as JSON; only the "
+        "keys you set are stored, the rest keep their defaults.",
+    )
+
+    class Meta:
+        model = GatewaySettings
+        fields = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["data_text"].initial = json.dumps(
+            self.instance.data or {}, indent=2
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        self.config_data = _parse_json(self, "data_text") or {}
+        check = services.Checker("settings")
+        services.validate_settings(self.config_data, check)
+        for problem in check.problems:
+            self.add_error("data_text", str(problem))
+        return cleaned
+
+
+@admin.register(GatewaySettings)
+class GatewaySettingsAdmin(ConfigAdmin):
+    form = SettingsForm
+    fields = ("data_text",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not GatewaySettings.objects.exists()
+
+    def write(self, form: Any, instance: Any) -> services.SaveResult:
+        return services.save_settings(form.config_data)
+
+
+@admin.register(AdminToken)
+class AdminTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "user", "created_at", "last_used_at")
+    search_fields = ("name", "prefix", "user__username")
+    fields = ("user", "name")
+
+    def save_model(
+        self, request: HttpRequest, obj: AdminToken, form: Any, change: bool
+    ) -> None:
+        if change:
+            obj.save()
+            return
+        from combos.api_auth import issue_admin_token
+
+        token = issue_admin_token(obj.user, obj.name)
+        created = AdminToken.objects.get(prefix=token[:12], user=obj.user)
+        obj.__dict__.update(created.__dict__)
+        messages.success(request, f"New admin token (shown once): {token}")

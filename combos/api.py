@@ -1,0 +1,284 @@
+"""The control-plane REST API (spec 01 "Control-plane REST API").
+
+Each resource speaks the YAML shape of spec 07 (plus ``id``) and writes through the
+same services, and so the same validator, as the admin and ``import_config``.
+Staff session or admin token; secrets are write-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from django.db import transaction
+from django.db.models import Model
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import status, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from combos import services
+from combos.api_errors import problems_response
+from combos.config_export import _connection, _key, _model
+from combos.models import (
+    ApiKey,
+    CandidateOverride,
+    Combo,
+    ModelComboMapping,
+    SmartRoute,
+)
+from providers import services as provider_services
+from providers.models import Connection, Provider, ProviderModel
+from providers.validation import (
+    Checker,
+    Problem,
+    validate_connection,
+    validate_provider,
+)
+
+_SCHEMA = extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+_ACTIONS = ("list", "retrieve", "create", "update", "partial_update", "destroy")
+_ALL = dict.fromkeys(_ACTIONS, _SCHEMA)
+
+
+def _warning(result: services.SaveResult, code: str) -> dict[str, Any] | None:
+    for warning in result.warnings:
+        if warning.message.startswith(code):
+            return {"code": code, **_shadow_detail(warning.message)}
+    return None
+
+
+def _shadow_detail(message: str) -> dict[str, str]:
+    # "CODE: name (provider/model)"
+    inside = message.rpartition("(")[2].rstrip(")")
+    provider, _, model = inside.partition("/")
+    return {"modelId": model or inside, "providerId": provider}
+
+
+@extend_schema_view(**_ALL)
+class ConfigViewSet(viewsets.ViewSet):
+    model: ClassVar[type[Model]]
+    warning_code: ClassVar[str | None] = None
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        raise TypeError(f"{type(self).__name__} must define to_data()")
+
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        raise TypeError(f"{type(self).__name__} must define save()")
+
+    def remove(self, instance: Any) -> None:
+        services.delete_instance(instance)
+
+    def _get(self, pk: str | None) -> Any:
+        return get_object_or_404(self.model, pk=pk)
+
+    def _out(self, instance: Any) -> dict[str, Any]:
+        return {"id": instance.pk, **self.to_data(instance)}
+
+    def list(self, request: Request) -> Response:
+        return Response([self._out(i) for i in self.model.objects.all()])
+
+    def retrieve(self, request: Request, pk: str | None = None) -> Response:
+        return Response(self._out(self._get(pk)))
+
+    def _write(self, data: Any, instance: Any | None, code: int) -> Response:
+        if not isinstance(data, dict):
+            return problems_response([Problem("", "body must be a JSON object")])
+        try:
+            result = self.save(dict(data), instance)
+        except services.ConfigInvalid as exc:
+            return problems_response(exc.problems)
+        body = self._out(result.instance)
+        if result.plaintext_key:
+            body["key"] = result.plaintext_key
+        if self.warning_code:
+            warning = _warning(result, self.warning_code)
+            if warning is not None:
+                body["warning"] = warning
+        return Response(body, status=code)
+
+    def create(self, request: Request) -> Response:
+        return self._write(request.data, None, status.HTTP_201_CREATED)
+
+    def update(self, request: Request, pk: str | None = None) -> Response:
+        return self._write(request.data, self._get(pk), status.HTTP_200_OK)
+
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        instance = self._get(pk)
+        if not isinstance(request.data, dict):
+            return problems_response([Problem("", "body must be a JSON object")])
+        merged = {**self.to_data(instance), **request.data}
+        return self._write(merged, instance, status.HTTP_200_OK)
+
+    def destroy(self, request: Request, pk: str | None = None) -> Response:
+        try:
+            self.remove(self._get(pk))
+        except services.ComboInUse as exc:
+            return problems_response([Problem("", str(exc))], status=409)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ComboViewSet(ConfigViewSet):
+    model = Combo
+    warning_code = "COMBO_NAME_SHADOWS_MODEL"
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        return services.combo_as_data(instance)
+
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        return services.save_combo(data, instance)
+
+    def remove(self, instance: Any) -> None:
+        services.delete_combo(instance)
+
+
+class MappingViewSet(ConfigViewSet):
+    model = ModelComboMapping
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        return {
+            "pattern": instance.pattern,
+            "combo": instance.combo.name,
+            "priority": instance.priority,
+        }
+
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        return services.save_mapping(data, instance)
+
+
+class ApiKeyViewSet(ConfigViewSet):
+    model = ApiKey
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        data = _key(instance)
+        data.pop("key", None)
+        data["prefix"] = instance.prefix
+        return data
+
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        data.pop("prefix", None)
+        return services.save_api_key(data, instance)
+
+    def remove(self, instance: Any) -> None:
+        services.delete_api_key(instance)
+
+
+class OverrideViewSet(ConfigViewSet):
+    model = CandidateOverride
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        return {
+            "api_key": instance.api_key.name,
+            "channel": instance.channel,
+            "exclude": list(instance.exclude),
+        }
+
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        return services.save_override(data, instance)
+
+
+class SmartRouteViewSet(ConfigViewSet):
+    model = SmartRoute
+    warning_code = "SMART_ALIAS_SHADOWS_MODEL"
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        return {
+            "alias": instance.alias,
+            "easy": instance.easy,
+            "hard": instance.hard,
+            "threshold": instance.threshold,
+            "session_ttl_seconds": instance.session_ttl_seconds,
+        }
+
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        return services.save_smart_route(data, instance)
+
+
+def _checked(data: dict[str, Any], fn: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    check = Checker("")
+    clean = fn(data, check)
+    if check.problems:
+        raise services.ConfigInvalid(check.problems)
+    return clean
+
+
+class ProviderViewSet(ConfigViewSet):
+    model = Provider
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        return {
+            "slug": instance.slug,
+            "kind": instance.kind,
+            "base_url": instance.base_url,
+            "models": [_model(m) for m in instance.models.all()],
+        }
+
+    @transaction.atomic
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        data.pop("connections", None)
+        clean = _checked(data, validate_provider)
+        clash = Provider.objects.filter(slug__iexact=clean["slug"])
+        if instance is not None:
+            clash = clash.exclude(pk=instance.pk)
+        if clash.exists():
+            raise services.ConfigInvalid([Problem("slug", "already exists")])
+        provider = instance or Provider()
+        provider.slug, provider.kind = clean["slug"], clean["kind"]
+        provider.base_url = clean["base_url"]
+        provider_services.save_provider(provider)
+        if "models" in data:
+            keep = []
+            for position, item in enumerate(clean["models"]):
+                row = ProviderModel.objects.filter(
+                    provider=provider, model_id=item["id"]
+                ).first() or ProviderModel(provider=provider, model_id=item["id"])
+                provider_services.apply_model_fields(row, item)
+                row.position = position
+                provider_services.save_model(row)
+                keep.append(item["id"])
+            ProviderModel.objects.filter(provider=provider).exclude(
+                model_id__in=keep
+            ).delete()
+        return services.SaveResult(provider)
+
+    def remove(self, instance: Any) -> None:
+        provider_services.delete_provider(instance)
+
+
+class ConnectionViewSet(ConfigViewSet):
+    model = Connection
+
+    def to_data(self, instance: Any) -> dict[str, Any]:
+        data = _connection(instance)
+        data.pop("api_key", None)  # write-only
+        data["provider"] = instance.provider.slug
+        data["has_api_key"] = instance.has_api_key
+        return data
+
+    @transaction.atomic
+    def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
+        slug = data.pop("provider", None)
+        data.pop("has_api_key", None)
+        provider = (
+            Provider.objects.filter(slug__iexact=str(slug)).first() if slug else None
+        )
+        if provider is None:
+            raise services.ConfigInvalid(
+                [Problem("provider", f"unknown provider {slug!r}")]
+            )
+        clean = _checked(data, validate_connection)
+        connection = instance or Connection(provider=provider, name=clean["name"])
+        clash = Connection.objects.filter(provider=provider, name=clean["name"])
+        if instance is not None:
+            clash = clash.exclude(pk=instance.pk)
+        if clash.exists():
+            raise services.ConfigInvalid([Problem("name", "already exists")])
+        connection.provider, connection.name = provider, clean["name"]
+        provider_services.apply_connection_fields(connection, clean)
+        provider_services.save_connection(connection)
+        return services.SaveResult(connection)
+
+    def remove(self, instance: Any) -> None:
+        provider_services.delete_connection(instance)

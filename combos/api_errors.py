@@ -1,0 +1,44 @@
+"""REST error bodies: DRF's field map plus an OpenAI-style ``error`` object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_handler
+
+from providers.validation import Problem
+
+_TYPES = {401: "authentication_error", 403: "permission_error"}
+
+
+def problems_response(problems: list[Problem], status: int = 400) -> Response:
+    fields: dict[str, Any] = {}
+    for problem in problems:
+        fields.setdefault(problem.path or "non_field_errors", []).append(
+            problem.message
+        )
+    first = problems[0] if problems else Problem("", "invalid")
+    fields["error"] = {
+        "message": str(first),
+        "type": "invalid_request_error",
+        "code": "invalid_config",
+        "param": first.path or None,
+    }
+    return Response(fields, status=status)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = drf_handler(exc, context)
+    if (
+        response is not None
+        and isinstance(response.data, dict)
+        and ("detail" in response.data)
+    ):
+        response.data["error"] = {
+            "message": str(response.data["detail"]),
+            "type": _TYPES.get(response.status_code, "invalid_request_error"),
+            "code": getattr(exc, "default_code", "error"),
+            "param": None,
+        }
+    return response

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CombosConfig(AppConfig):
+    name = "combos"
+    verbose_name = "Routing"

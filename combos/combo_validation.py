@@ -1,0 +1,427 @@
+"""Validation of combos and their ``config`` (spec 03 §2, 04 §2.2, 05 §3.7).
+
+``validate_combo`` checks one combo in its YAML shape against a ``ConfigIndex``; the
+index must already contain the combo itself (with its new references) so that cycle
+and depth checks see the graph as it would be after the write.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gateway.engine.types import STRATEGY_ALIASES, Strategy
+from providers.validation import (
+    COMBO_NAME,
+    MAX_COMBO_DEPTH,
+    MAX_TARGETS,
+    RESERVED,
+    Checker,
+    ConfigIndex,
+)
+
+ORDERING = frozenset(
+    {
+        "priority",
+        "fill-first",
+        "weighted",
+        "round-robin",
+        "random",
+        "strict-random",
+        "p2c",
+        "least-used",
+        "cost-optimized",
+        "context-optimized",
+        "cache-optimized",
+        "reset-aware",
+        "reset-window",
+        "headroom",
+        "quota-weighted",
+        "lkgp",
+        "context-relay",
+    }
+)
+PIN_CAPABLE = frozenset(
+    {
+        "adaptive",
+        "weighted",
+        "round-robin",
+        "random",
+        "strict-random",
+        "p2c",
+        "least-used",
+    }
+)
+FACTORS = (
+    "quota",
+    "health",
+    "costInv",
+    "latencyInv",
+    "taskFit",
+    "stability",
+    "tierPriority",
+    "tierAffinity",
+    "specificityMatch",
+    "contextAffinity",
+    "sessionAvailability",
+    "connectionDensity",
+    "cacheAffinity",
+    "resetWindowAffinity",
+    "quality",
+    "reliability",
+)
+MODE_PACKS = (
+    "ship-fast",
+    "cost-saver",
+    "quality-first",
+    "offline-friendly",
+    "reliability-first",
+    "chaos-mode",
+)
+ROUTER_STRATEGIES = (
+    "rules",
+    "score",
+    "cost",
+    "eco",
+    "latency",
+    "fast",
+    "sla-aware",
+    "sla",
+    "lkgp",
+    "nadir",
+    "chaos",
+)
+BUDGET_FALLBACKS = ("cheapest", "cheapest-viable", "soft", "strict", "block", "hard")
+COMBO_KEYS = frozenset({"name", "strategy", "active", "targets", "config"})
+TARGET_KEYS = frozenset({"model", "combo", "connection", "weight", "timeout_ms"})
+AUTO_KEYS = frozenset(
+    {
+        "weights",
+        "modePack",
+        "candidatePool",
+        "explorationRate",
+        "budgetCap",
+        "budgetFallback",
+        "routerStrategy",
+        "maxAttempts",
+        "preferTier",
+        "complexityAware",
+        "slaTargetP95Ms",
+        "slaMaxErrorRate",
+        "slaMaxCostPer1MTokens",
+        "slaHardConstraints",
+        "nadir",
+    }
+)
+
+#: config key -> strategies that read it ("*ordering" = every ordering strategy)
+CONFIG_USERS: dict[str, frozenset[str]] = {
+    "connectionAwareExpansion": ORDERING,
+    "stickyRoundRobinLimit": frozenset({"round-robin"}),
+    "stickyWeightedLimit": frozenset({"weighted"}),
+    "fillFirstReservePercent": frozenset({"fill-first"}),
+    "tieBand": frozenset({"reset-aware"}),
+    "resetWindowTieBandMs": frozenset({"reset-window"}),
+    "handoffThreshold": frozenset({"context-relay"}),
+    "maxMessagesForSummary": frozenset({"context-relay"}),
+    "judgeModel": frozenset({"fusion"}),
+    "fusionTuning": frozenset({"fusion"}),
+    "stagePrompts": frozenset({"pipeline"}),
+    "agenticOrchestration": frozenset({"pipeline"}),
+    "auto": frozenset({"auto"}),
+    "routerStrategy": frozenset({"auto"}),
+    "objective": frozenset({"adaptive"}),
+    "sessionAffinity": PIN_CAPABLE,
+}
+
+
+def canonical_strategy(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    lowered = value.strip().lower()
+    if lowered in STRATEGY_ALIASES:
+        return STRATEGY_ALIASES[lowered].value
+    try:
+        return Strategy(lowered).value
+    except ValueError:
+        return None
+
+
+def _check_scalar_config(config: dict[str, Any], check: Checker) -> None:
+    check.boolean(config, "connectionAwareExpansion", False)
+    check.integer(config, "stickyRoundRobinLimit", 1, 1000)
+    check.integer(config, "stickyWeightedLimit", 1, 1000)
+    check.number(config, "fillFirstReservePercent", 0, 50)
+    check.number(config, "tieBand", 0, 0.5)
+    check.integer(config, "resetWindowTieBandMs", 0, 3_600_000)
+    check.number(
+        config, "handoffThreshold", 0, 0.95, exclusive_low=True, exclusive_high=True
+    )
+    check.integer(config, "maxMessagesForSummary", 5, 100)
+    check.choice(config, "objective", ("latency", "cost", "balanced"))
+    check.boolean(config, "sessionAffinity", True)
+    check.choice(config, "routerStrategy", ROUTER_STRATEGIES)
+
+
+def _check_nested(
+    config: dict[str, Any], name: str, check: Checker, keys: frozenset[str]
+) -> dict[str, Any] | None:
+    value = config.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        check.error(name, "must be a mapping")
+        return None
+    check.unknown_keys(value, keys, prefix=f"{name}.")
+    return value
+
+
+def _check_composite_config(
+    config: dict[str, Any], check: Checker, index: ConfigIndex, n_targets: int
+) -> None:
+    judge = check.string(config, "judgeModel")
+    if judge is not None and not index.resolves(judge):
+        check.error("judgeModel", f"unknown model or combo '{judge}'")
+    tuning = _check_nested(
+        config,
+        "fusionTuning",
+        check,
+        frozenset({"minPanel", "stragglerGraceMs", "panelHardTimeoutMs"}),
+    )
+    if tuning is not None:
+        sub = Checker(check.path("fusionTuning"))
+        sub.integer(tuning, "minPanel", 1, 16)
+        sub.integer(tuning, "stragglerGraceMs", 0, 120_000)
+        sub.integer(tuning, "panelHardTimeoutMs", 1000, 300_000)
+        check.problems += sub.problems
+    prompts = config.get("stagePrompts")
+    if prompts is not None:
+        if not isinstance(prompts, list) or not all(
+            p is None or isinstance(p, str) for p in prompts
+        ):
+            check.error("stagePrompts", "must be a list of strings or nulls")
+        elif len(prompts) > n_targets:
+            check.error("stagePrompts", "must not be longer than targets")
+    agentic = _check_nested(
+        config, "agenticOrchestration", check, frozenset({"enabled", "maxToolRounds"})
+    )
+    if agentic is not None:
+        sub = Checker(check.path("agenticOrchestration"))
+        sub.boolean(agentic, "enabled", False)
+        sub.integer(agentic, "maxToolRounds", 1, 32)
+        check.problems += sub.problems
+
+
+def _check_weights(auto: dict[str, Any], check: Checker) -> None:
+    weights = auto.get("weights")
+    if weights is None:
+        return
+    if not isinstance(weights, dict):
+        check.error("weights", "must be a mapping of factor -> number")
+        return
+    for name, value in weights.items():
+        if name not in FACTORS:
+            check.error(f"weights.{name}", "unknown factor")
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            check.error(f"weights.{name}", "must be a finite number >= 0")
+    if "modePack" in auto:
+        check.error("weights", "cannot be combined with modePack")
+
+
+def _check_auto(config: dict[str, Any], check: Checker) -> None:
+    auto = _check_nested(config, "auto", check, AUTO_KEYS)
+    if auto is None:
+        return
+    sub = Checker(check.path("auto"))
+    _check_weights(auto, sub)
+    sub.choice(auto, "modePack", MODE_PACKS)
+    sub.string_list(auto, "candidatePool")
+    sub.number(auto, "explorationRate", 0, 1)
+    sub.number(auto, "budgetCap", 0, None, exclusive_low=True)
+    sub.choice(auto, "budgetFallback", BUDGET_FALLBACKS)
+    router = sub.choice(auto, "routerStrategy", ROUTER_STRATEGIES)
+    sub.integer(auto, "maxAttempts", 1, 10)
+    sub.choice(auto, "preferTier", ("free", "cheap", "premium"))
+    sub.boolean(auto, "complexityAware", False)
+    sub.number(auto, "slaTargetP95Ms", 0, None, exclusive_low=True)
+    sub.number(auto, "slaMaxErrorRate", 0, 1)
+    sub.number(auto, "slaMaxCostPer1MTokens", 0, None, exclusive_low=True)
+    sub.boolean(auto, "slaHardConstraints", False)
+    nadir = _check_nested(
+        auto, "nadir", sub, frozenset({"apiKey", "baseUrl", "timeoutMs"})
+    )
+    if nadir is not None:
+        inner = Checker(sub.path("nadir"))
+        inner.string(nadir, "apiKey")
+        base = inner.string(nadir, "baseUrl", max_len=500)
+        if base is not None and not base.lower().startswith(("http://", "https://")):
+            inner.error("baseUrl", "must be an http or https URL")
+        inner.integer(nadir, "timeoutMs", 100, 30_000)
+        sub.problems += inner.problems
+    top = config.get("routerStrategy")
+    if top is not None and router is not None and top != router:
+        check.error(
+            "routerStrategy", "must equal auto.routerStrategy when both are set"
+        )
+    check.problems += sub.problems
+
+
+def validate_config(
+    config: Any, strategy: str, check: Checker, index: ConfigIndex, n_targets: int
+) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        check.error("config", "must be a mapping")
+        return {}
+    sub = Checker(check.path("config"))
+    for key in config:
+        users = CONFIG_USERS.get(key)
+        if users is None:
+            sub.error(key, "unknown key")
+        elif strategy not in users:
+            sub.warn(key, f"not used by strategy '{strategy}'; kept and ignored")
+    _check_scalar_config(config, sub)
+    _check_composite_config(config, sub, index, n_targets)
+    _check_auto(config, sub)
+    check.problems += sub.problems
+    check.warnings += sub.warnings
+    return dict(config)
+
+
+def _validate_target(  # noqa: C901, PLR0912
+    item: Any, check: Checker, index: ConfigIndex, strategy: str
+) -> dict[str, Any] | None:
+    if not isinstance(item, dict):
+        check.error("", "must be a mapping")
+        return None
+    check.unknown_keys(item, TARGET_KEYS)
+    has_model, has_combo = "model" in item, "combo" in item
+    if has_model == has_combo:
+        check.error("model", "exactly one of 'model' or 'combo' is required")
+        return None
+    out: dict[str, Any] = {"weight": check.number(item, "weight", 0, 1_000_000)}
+    if has_combo:
+        name = check.string(item, "combo", required=True)
+        for extra in ("connection", "timeout_ms"):
+            if extra in item:
+                check.error(extra, "is not allowed on a combo-ref")
+        if strategy == "auto":
+            check.error("combo", "an auto combo cannot reference other combos")
+        elif name is not None and name.lower() not in index.combos:
+            check.error("combo", f"unknown combo '{name}'")
+        out["combo"] = (
+            index.combos[name.lower()][0]
+            if name and (name.lower() in index.combos)
+            else name
+        )
+        return out
+    model = check.string(item, "model", required=True)
+    out["timeout_ms"] = check.integer(item, "timeout_ms", 1000, 300_000)
+    connection = check.string(item, "connection", max_len=64)
+    if model is not None:
+        slug, sep, rest = model.partition("/")
+        provider = index.providers.get(slug.lower())
+        if not sep or not rest:
+            check.error("model", f"'{model}' must be provider/model")
+        elif provider is None:
+            check.error("model", f"unknown provider '{slug}'")
+        elif rest not in provider[2]:
+            check.error("model", f"unknown model '{rest}' of provider '{provider[0]}'")
+        else:
+            model = f"{provider[0]}/{rest}"
+            if connection is not None and connection not in provider[1]:
+                check.error(
+                    "connection",
+                    f"unknown connection '{connection}' of provider '{provider[0]}'",
+                )
+    out["model"], out["connection"] = model, connection
+    return out
+
+
+def _target_key(target: dict[str, Any]) -> str:
+    if target.get("combo"):
+        return f"combo:{str(target['combo']).lower()}"
+    return f"{target.get('model')}@{target.get('connection') or '*'}"
+
+
+def reference_problem(index: ConfigIndex, name: str) -> tuple[int, str] | None:
+    """(target index, message) of the first cycle or over-deep chain from ``name``."""
+    start = name.lower()
+    _canonical, _strategy, refs = index.combos[start]
+    for position, ref in enumerate(refs):
+        found = _walk(index, [start, ref])
+        if found is not None:
+            return position, found
+    return None
+
+
+def _walk(index: ConfigIndex, path: list[str]) -> str | None:
+    current = path[-1]
+    names = [index.combos.get(p, (p,))[0] for p in path]
+    if current in path[:-1]:
+        return "cycle: " + " \u2192 ".join(names)
+    if len(path) > MAX_COMBO_DEPTH:
+        return f"nesting deeper than {MAX_COMBO_DEPTH}: " + " \u2192 ".join(names)
+    for ref in index.combos.get(current, ("", "", []))[2]:
+        found = _walk(index, [*path, ref])
+        if found is not None:
+            return found
+    return None
+
+
+def validate_combo(  # noqa: C901
+    data: dict[str, Any], check: Checker, index: ConfigIndex
+) -> dict[str, Any]:
+    check.unknown_keys(data, COMBO_KEYS)
+    name = check.string(data, "name", required=True, pattern=COMBO_NAME, max_len=64)
+    if name is not None and name.lower() in RESERVED:
+        check.error("name", f"'{name}' is reserved")
+    strategy = canonical_strategy(data.get("strategy", "priority"))
+    if strategy is None:
+        check.error("strategy", f"unknown strategy '{data.get('strategy')}'")
+        strategy = "priority"
+    targets_in = data.get("targets", [])
+    targets: list[dict[str, Any]] = []
+    if not isinstance(targets_in, list):
+        check.error("targets", "must be a list")
+        targets_in = []
+    low = 0 if strategy == "auto" else 1
+    if not low <= len(targets_in) <= MAX_TARGETS:
+        check.error("targets", f"must hold {low}..{MAX_TARGETS} targets")
+    seen: set[str] = set()
+    for position, item in enumerate(targets_in):
+        sub = Checker(check.path(f"targets[{position}]"))
+        target = _validate_target(item, sub, index, strategy)
+        if target is not None and not sub.problems:
+            key = _target_key(target)
+            if key in seen:
+                sub.error("", f"duplicate target {key}")
+            seen.add(key)
+        check.problems += sub.problems
+        if target is not None:
+            targets.append(target)
+    config = validate_config(data.get("config"), strategy, check, index, len(targets))
+    if name is not None and name.lower() in index.combos and not check.problems:
+        found = reference_problem(index, name)
+        if found is not None:
+            position, message = found
+            check.error(f"targets[{position}].combo", message)
+    if name is not None:
+        owner = index.bare_model_owner(name)
+        if owner is not None:
+            check.warn(
+                "name", f"COMBO_NAME_SHADOWS_MODEL: {name} ({owner[0]}/{owner[1]})"
+            )
+    return {
+        "name": name,
+        "strategy": strategy,
+        "active": check.boolean(data, "active", True),
+        "targets": targets,
+        "config": config,
+    }

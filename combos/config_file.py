@@ -1,0 +1,261 @@
+"""Configuration as code: ``import_config`` and ``export_config`` (spec 07).
+
+Import is all-or-nothing: the whole file is validated first (every problem reported
+with its YAML path), then everything is upserted by natural key in one transaction
+and the config revision is bumped once — only when something changed, so running the
+same file twice is a no-op.  ``prune`` also deletes rows of the kinds the file lists
+but does not name.  Export writes the same format with secrets as ``env:`` references
+or ``"***"``, never in clear.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from django.db import transaction
+
+from combos import services
+from combos.combo_validation import reference_problem
+from combos.key_validation import (
+    validate_mapping,
+    validate_override,
+    validate_smart_route,
+)
+from combos.settings_validation import validate_settings
+from providers.validation import Checker, ConfigIndex, Problem, validate_provider
+
+TOP_LEVEL = (
+    "providers",
+    "combos",
+    "model_combo_mappings",
+    "api_keys",
+    "candidate_overrides",
+    "smart_routes",
+    "settings",
+)
+NATURAL_KEYS = {
+    "providers": "slug",
+    "combos": "name",
+    "api_keys": "name",
+    "smart_routes": "alias",
+}
+
+
+@dataclass(slots=True)
+class ImportPlan:
+    data: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ImportReport:
+    changed: bool = False
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    generated_keys: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    def count(self, kind: str, outcome: str) -> None:
+        bucket = self.counts.setdefault(
+            kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+        )
+        bucket[outcome] += 1
+        if outcome != "unchanged":
+            self.changed = True
+
+
+class ConfigFileError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+def load_yaml(text: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigFileError([Problem("", f"not valid YAML: {exc}")]) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigFileError([Problem("", "the file must be a mapping of sections")])
+    return data
+
+
+def _section(data: dict[str, Any], name: str, check: Checker) -> list[Any]:
+    value = data.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        check.error(name, "must be a list")
+        return []
+    return value
+
+
+def _walk(items: list[Any], name: str, check: Checker, fn: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    key = NATURAL_KEYS.get(name)
+    for position, item in enumerate(items):
+        sub = Checker(f"{name}[{position}]")
+        if not isinstance(item, dict):
+            sub.error("", "must be a mapping")
+        else:
+            clean = fn(item, sub)
+            ident = clean.get(key) if key else None
+            if isinstance(ident, str):
+                folded = ident.lower() if name in ("providers", "combos") else ident
+                if folded in seen:
+                    sub.error(key or "", f"duplicate of {name}[{seen[folded]}]")
+                seen[folded] = position
+            out.append(clean)
+        check.problems += sub.problems
+        check.warnings += sub.warnings
+    return out
+
+
+def _index_for(
+    data: dict[str, Any], providers: list[dict[str, Any]], prune: bool
+) -> ConfigIndex:
+    index = services.build_index()
+    if prune and "providers" in data:
+        index.providers = {}
+    if prune and "combos" in data:
+        index.combos = {}
+    if prune and "api_keys" in data:
+        index.api_keys = set()
+    if prune and "smart_routes" in data:
+        index.smart_aliases = set()
+    for provider in providers:
+        slug = provider.get("slug")
+        if not isinstance(slug, str):
+            continue
+        old = index.providers.get(slug.lower(), (slug, set(), set()))
+        conns = {c["name"] for c in provider["connections"] if c.get("name")}
+        models = {m["id"] for m in provider["models"] if m.get("id")}
+        models |= {
+            c["default_model"]
+            for c in provider["connections"]
+            if c.get("default_model")
+        }
+        keep = not prune
+        index.providers[slug.lower()] = (
+            slug,
+            (old[1] if keep else set()) | conns,
+            (old[2] if keep else set()) | models,
+        )
+    return index
+
+
+def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
+    """Validate a whole file; nothing is written."""
+    data = load_yaml(text)
+    plan = ImportPlan()
+    top = Checker("")
+    for key in data:
+        if key not in TOP_LEVEL:
+            top.error(
+                str(key), f"unknown section (expected one of {', '.join(TOP_LEVEL)})"
+            )
+    providers = _walk(
+        _section(data, "providers", top), "providers", top, validate_provider
+    )
+    index = _index_for(data, providers, prune)
+    combos_raw = _section(data, "combos", top)
+    for item in combos_raw:  # overlay every combo of the file before checking refs
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            refs = [
+                str(t["combo"]).lower()
+                for t in item.get("targets") or []
+                if isinstance(t, dict) and isinstance(t.get("combo"), str)
+            ]
+            index.combos[item["name"].lower()] = (
+                item["name"],
+                str(item.get("strategy", "")),
+                refs,
+            )
+    combos = _walk(
+        combos_raw,
+        "combos",
+        top,
+        lambda item, sub: services.validate_combo(item, sub, index),
+    )
+    _graph_check(combos, top, index)
+    keys_raw = _section(data, "api_keys", top)
+    index.api_keys |= {
+        k["name"]
+        for k in keys_raw
+        if isinstance(k, dict) and isinstance(k.get("name"), str)
+    }
+    index.smart_aliases |= {
+        r["alias"]
+        for r in _section(data, "smart_routes", top)
+        if isinstance(r, dict) and isinstance(r.get("alias"), str)
+    }
+    plan.data = {
+        "providers": providers,
+        "combos": combos,
+        "model_combo_mappings": _walk(
+            _section(data, "model_combo_mappings", top),
+            "model_combo_mappings",
+            top,
+            lambda item, sub: validate_mapping(item, sub, index),
+        ),
+        "api_keys": _walk(
+            keys_raw,
+            "api_keys",
+            top,
+            lambda item, sub: services.validate_api_key(item, sub, index),
+        ),
+        "candidate_overrides": _walk(
+            _section(data, "candidate_overrides", top),
+            "candidate_overrides",
+            top,
+            lambda item, sub: validate_override(item, sub, index),
+        ),
+        "smart_routes": _walk(
+            _section(data, "smart_routes", top),
+            "smart_routes",
+            top,
+            lambda item, sub: validate_smart_route(item, sub, index),
+        ),
+    }
+    if "settings" in data:
+        sub = Checker("settings")
+        plan.data["settings"] = validate_settings(data["settings"], sub)
+        top.problems += sub.problems
+    plan.data["_present"] = [k for k in TOP_LEVEL if k in data]
+    plan.problems, plan.warnings = top.problems, top.warnings
+    return plan
+
+
+def _graph_check(
+    combos: list[dict[str, Any]], check: Checker, index: ConfigIndex
+) -> None:
+    if check.problems:
+        return
+    for position, combo in enumerate(combos):
+        name = combo.get("name")
+        if isinstance(name, str) and name.lower() in index.combos:
+            found = reference_problem(index, name)
+            if found is not None:
+                check.problems.append(
+                    Problem(f"combos[{position}].targets[{found[0]}].combo", found[1])
+                )
+
+
+def import_config(text: str, *, prune: bool = False) -> ImportReport:
+    """Validate, then apply in one transaction; raises ``ConfigFileError``."""
+    plan = plan_import(text, prune=prune)
+    if plan.problems:
+        raise ConfigFileError(plan.problems)
+    from combos.config_apply import apply_plan
+
+    with transaction.atomic():
+        report = apply_plan(plan.data, prune=prune)
+        report.warnings = plan.warnings
+        if report.changed:
+            services.bump_config_revision()
+    return report

@@ -1,0 +1,229 @@
+"""Validation of API keys, candidate overrides, model->combo mappings, smart routes and
+the gateway ``settings:`` block (spec 07, 02 §13, 04 §2.3, 05 §2.1)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+from typing import Any
+
+from gateway.engine.autoids import (
+    CATEGORIES,
+    VARIANTS,
+    UnknownAutoVariant,
+    parse_auto_id,
+)
+from gateway.engine.globs import compile_glob
+from providers.validation import ON_ORDER, Checker, ConfigIndex
+
+API_KEY_FORMAT = re.compile(r"^[A-Za-z0-9._~+/=-]{16,200}$")
+KEY_KEYS = frozenset(
+    {
+        "name",
+        "key",
+        "active",
+        "expires_at",
+        "allowed_models",
+        "rpm",
+        "tpm",
+        "budget_usd",
+        "budget_period",
+        "failover_defaults",
+    }
+)
+DEFAULTS_KEYS = frozenset({"models", "timeout_ms", "first_token_timeout_ms", "on"})
+MAPPING_KEYS = frozenset({"pattern", "combo", "priority"})
+OVERRIDE_KEYS = frozenset({"api_key", "channel", "exclude"})
+SMART_KEYS = frozenset({"alias", "easy", "hard", "threshold", "session_ttl_seconds"})
+TARGET_KEY = re.compile(r"^[^/@\s]+/[^@\s]+@[^@\s]+$")
+
+
+def _expiry(value: Any, check: Checker) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            check.error("expires_at", "must be an ISO 8601 date-time")
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    check.error("expires_at", "must be an ISO 8601 date-time")
+    return None
+
+
+def validate_failover_defaults(  # noqa: C901, PLR0912
+    value: Any, check: Checker, index: ConfigIndex, allowed: list[str] | None
+) -> dict[str, Any] | None:
+    """Spec 02 §13; the stored object keeps only the keys that are set."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict):
+        check.error("failover_defaults", "must be a mapping")
+        return None
+    sub = Checker(check.path("failover_defaults"))
+    sub.unknown_keys(value, DEFAULTS_KEYS)
+    models = value.get("models")
+    out: dict[str, Any] = {}
+    if not isinstance(models, list) or not 1 <= len(models) <= 3:  # noqa: PLR2004
+        sub.error("models", "is required: a list of 1..3 model strings")
+    else:
+        identities: set[str] = set()
+        for position, model in enumerate(models):
+            where = f"models[{position}]"
+            if not isinstance(model, str) or not model:
+                sub.error(where, "must be a non-empty model string")
+            elif not index.resolves(model):
+                sub.error(where, f"unknown model '{model}'")
+            elif allowed is not None and not any(
+                compile_glob(g).fullmatch(model) for g in allowed
+            ):
+                sub.error(where, f"'{model}' is not permitted by allowed_models")
+            elif _identity(model, index) in identities:
+                sub.error(where, f"duplicate of an earlier entry ('{model}')")
+            else:
+                identities.add(_identity(model, index))
+        out["models"] = list(models)
+    timeout = sub.integer(value, "timeout_ms", 1000, 300_000)
+    first = sub.integer(value, "first_token_timeout_ms", 500, 60_000)
+    if timeout is not None:
+        out["timeout_ms"] = timeout
+    if first is not None:
+        out["first_token_timeout_ms"] = first
+    on = value.get("on")
+    if on is not None:
+        if not isinstance(on, list) or any(item not in ON_ORDER for item in on):
+            sub.error("on", f"must be a list of: {', '.join(ON_ORDER)}")
+        else:
+            out["on"] = [reason for reason in ON_ORDER if reason in on]
+    check.problems += sub.problems
+    return out
+
+
+def _identity(model: str, index: ConfigIndex) -> str:
+    lowered = model.lower()
+    if lowered.startswith("combo/"):
+        lowered = lowered[len("combo/") :]
+    if lowered in index.combos:
+        return f"combo:{lowered}"
+    try:
+        return parse_auto_id(model)
+    except UnknownAutoVariant:
+        pass
+    owner = index.bare_model_owner(model)
+    if "/" not in model and owner is not None:
+        return f"{owner[0].lower()}/{owner[1].lower()}"
+    return lowered
+
+
+def validate_api_key(
+    data: dict[str, Any], check: Checker, index: ConfigIndex
+) -> dict[str, Any]:
+    check.unknown_keys(data, KEY_KEYS)
+    key = data.get("key")
+    if key is not None and (
+        not isinstance(key, str) or (key != "***" and not API_KEY_FORMAT.fullmatch(key))
+    ):
+        check.error("key", "must be 16..200 URL-safe characters")
+        key = None
+    allowed = check.string_list(data, "allowed_models")
+    if allowed is not None and not allowed:
+        allowed = None
+    budget = check.number(data, "budget_usd", 0, 1_000_000_000)
+    return {
+        "name": check.string(data, "name", required=True, max_len=100),
+        "key": key,
+        "active": check.boolean(data, "active", True),
+        "expires_at": _expiry(data.get("expires_at"), check),
+        "allowed_models": allowed,
+        "rpm": check.integer(data, "rpm", 1, 10_000_000),
+        "tpm": check.integer(data, "tpm", 1, 10_000_000_000),
+        "budget_usd": budget,
+        "budget_period": check.choice(
+            data, "budget_period", ("day", "week", "month"), default="month"
+        ),
+        "failover_defaults": validate_failover_defaults(
+            data.get("failover_defaults"), check, index, allowed
+        ),
+    }
+
+
+def validate_mapping(
+    data: dict[str, Any], check: Checker, index: ConfigIndex
+) -> dict[str, Any]:
+    check.unknown_keys(data, MAPPING_KEYS)
+    pattern = check.string(data, "pattern", required=True)
+    combo = check.string(data, "combo", required=True, max_len=64)
+    if combo is not None:
+        if combo.lower() not in index.combos:
+            check.error("combo", f"unknown combo '{combo}'")
+        else:
+            combo = index.combos[combo.lower()][0]
+    return {
+        "pattern": pattern,
+        "combo": combo,
+        "priority": check.integer(data, "priority", -1_000_000, 1_000_000, default=0),
+    }
+
+
+def _valid_channel(channel: str) -> bool:
+    if channel == "auto":
+        return True
+    try:
+        return parse_auto_id(f"auto/{channel}") == f"auto/{channel}"
+    except UnknownAutoVariant:
+        return False
+
+
+def validate_override(
+    data: dict[str, Any], check: Checker, index: ConfigIndex
+) -> dict[str, Any]:
+    check.unknown_keys(data, OVERRIDE_KEYS)
+    key = check.string(data, "api_key", required=True, max_len=100)
+    if key is not None and key not in index.api_keys:
+        check.error("api_key", f"unknown API key '{key}'")
+    channel = check.string(data, "channel", required=True, max_len=64)
+    if channel is not None and not _valid_channel(channel):
+        check.error(
+            "channel",
+            "must be 'auto' or the suffix of a built-in auto id "
+            f"(variants {', '.join(VARIANTS)}; categories {', '.join(CATEGORIES)})",
+        )
+    exclude = check.string_list(data, "exclude") or []
+    for position, item in enumerate(exclude):
+        if not TARGET_KEY.fullmatch(item):
+            check.error(f"exclude[{position}]", "must be provider/model@connection")
+    return {"api_key": key, "channel": channel, "exclude": exclude}
+
+
+def validate_smart_route(
+    data: dict[str, Any], check: Checker, index: ConfigIndex
+) -> dict[str, Any]:
+    check.unknown_keys(data, SMART_KEYS)
+    alias = check.string(data, "alias", required=True, max_len=100)
+    if alias is not None:
+        lowered = alias.lower()
+        if re.search(r"\s", alias):
+            check.error("alias", "must not contain whitespace")
+        elif lowered == "auto" or lowered.startswith(("auto/", "combo/")):
+            check.error("alias", "must not be auto, auto/… or combo/…")
+        elif lowered in index.combos or index.bare_model_owner(alias) is not None:
+            check.warn("alias", f"SMART_ALIAS_SHADOWS_MODEL: {alias}")
+    out: dict[str, Any] = {"alias": alias}
+    for tier in ("easy", "hard"):
+        target = check.string(data, tier, required=True)
+        if target is not None:
+            if target in index.smart_aliases or target == alias:
+                check.error(tier, "must not be a smart alias")
+            elif not index.resolves(target):
+                check.error(tier, f"unknown model or combo '{target}'")
+        out[tier] = target
+    out["threshold"] = check.integer(data, "threshold", 1, 1000, default=4)
+    out["session_ttl_seconds"] = check.integer(
+        data, "session_ttl_seconds", 60, 86_400, default=1800
+    )
+    return out

@@ -1,0 +1,105 @@
+"""Usage, cost and result bookkeeping for log rows (spec 06 §1.2, §1.3)."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+from gateway.engine.types import ModelInfo
+
+_RESULTS = {
+    ("connection_error", None): "connection_error",
+    ("timeout", "first_token"): "first_token_timeout",
+    ("server_error", "empty_stream"): "empty_response",
+    ("server_error", "empty_output"): "empty_response",
+    ("server_error", "auth_failed"): "auth_error",
+    ("server_error", "payment_required"): "auth_error",
+    ("server_error", "model_not_found"): "not_found",
+}
+
+
+def result_of(reason: str | None, detail: str | None) -> str:
+    """``AttemptLog.result`` from the failover reason and detail (spec 06 §1.2)."""
+    if reason is None:
+        return "stream_interrupted" if detail == "stream_interrupted" else "success"
+    if reason in ("invalid_request", "context_length"):
+        return "client_error"
+    if reason == "client_cancelled" or detail == "straggler_dropped":
+        return "cancelled"
+    if reason in ("rate_limit", "connection_error"):
+        return reason
+    if reason == "timeout":
+        return "first_token_timeout" if detail == "first_token" else "timeout"
+    return _RESULTS.get((reason, detail), "server_error")
+
+
+def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int, int] | None:
+    """(prompt, completion, cached, cache_write) from an OpenAI-named usage object."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    if not isinstance(prompt, int) and not isinstance(completion, int):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    write = usage.get("cache_creation_input_tokens")
+    return (
+        prompt if isinstance(prompt, int) else 0,
+        completion if isinstance(completion, int) else 0,
+        cached if isinstance(cached, int) else 0,
+        write if isinstance(write, int) else 0,
+    )
+
+
+def estimate_prompt_tokens(body: dict[str, Any]) -> int:
+    """``R_in`` (spec 03 §3) plus tools/4; base64 image data never counts."""
+    import json
+
+    images = 0
+    stripped: list[Any] = []
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and isinstance(message.get("content"), list):
+            parts = []
+            for part in message["content"]:
+                if isinstance(part, dict) and part.get("type") in (
+                    "image_url",
+                    "input_image",
+                    "input_audio",
+                    "file",
+                ):
+                    images += 1
+                else:
+                    parts.append(part)
+            message = {**message, "content": parts}
+        stripped.append(message)
+    text = len(json.dumps(stripped, ensure_ascii=False))
+    tools = body.get("tools")
+    tool_chars = len(json.dumps(tools, ensure_ascii=False)) if tools else 0
+    return math.ceil(text / 4) + 1000 * images + math.ceil(tool_chars / 4)
+
+
+def cost_usd(model: ModelInfo, numbers: tuple[int, int, int, int]) -> Decimal | None:
+    """Spec 06 §1.3; an unknown price gives None, never 0."""
+    if model.input_cost is None or model.output_cost is None:
+        return None
+    prompt, completion, cached, write = numbers
+    cache_read = (
+        model.cache_read_cost
+        if model.cache_read_cost is not None
+        else (model.input_cost)
+    )
+    cache_write = (
+        model.cache_write_cost
+        if model.cache_write_cost is not None
+        else (model.input_cost)
+    )
+    fresh = max(0, prompt - cached - write)
+    total = (
+        Decimal(str(fresh)) * Decimal(str(model.input_cost))
+        + Decimal(str(cached)) * Decimal(str(cache_read))
+        + Decimal(str(write)) * Decimal(str(cache_write))
+        + Decimal(str(completion)) * Decimal(str(model.output_cost))
+    )
+    return (total / Decimal(1_000_000)).quantize(Decimal("1e-10"))

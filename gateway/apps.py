@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class GatewayConfig(AppConfig):
+    name = "gateway"
+    verbose_name = "Gateway"
+
+    def ready(self) -> None:
+        from gateway import checks  # noqa: F401  (registers system checks)

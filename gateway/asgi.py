@@ -1,0 +1,188 @@
+"""The lean front door for ``/v1/chat/completions`` and ``/chat/completions``.
+
+No Django middleware runs here (spec style §1.3): this module reads the body with its
+size limit, runs the request as a task beside a watcher of ``receive()``, and cancels
+the request, and with it the upstream call, the moment the client disconnects.
+Everything it sends comes from ``gateway.chat``; it only adapts replies to ASGI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from django.conf import settings
+
+from gateway.chat import ChatContext, StreamReply, handle_chat
+from gateway.outcome import RunRecord
+from gateway.responses import JSON_CONTENT_TYPE, JSONReply, error_reply
+from gateway.state import tables
+from telemetry import metrics, recorder
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+logger = logging.getLogger(__name__)
+CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived."""
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int, declared: int | None = None) -> bytes:
+    if declared is not None and declared > limit:
+        raise BodyTooLarge
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def send_json(send: Send, reply: JSONReply) -> None:
+    headers = [JSON_CONTENT_TYPE, *reply.headers]
+    if reply.headers and reply.headers[0] == JSON_CONTENT_TYPE:
+        headers = list(reply.headers)
+    headers.append((b"content-length", str(len(reply.body)).encode()))
+    await send(
+        {"type": "http.response.start", "status": reply.status, "headers": headers}
+    )
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {
+        k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+    }
+
+
+def _declared_length(headers: dict[str, str]) -> int | None:
+    value = headers.get("content-length")
+    return int(value) if value and value.isdigit() else None
+
+
+class Persist:
+    """Receives the finished run and writes it (queued, or inline in sync mode)."""
+
+    __slots__ = ("run",)
+
+    def __init__(self) -> None:
+        self.run: RunRecord | None = None
+
+    def __call__(self, run: RunRecord) -> None:
+        self.run = run
+        run.emit_metrics()
+
+    async def flush(self, *, inline: bool) -> None:
+        run, self.run = self.run, None
+        if run is None:
+            return
+        request, attempts = run.rows()
+        if inline and settings.OMNIROUTE_LOG_SYNC:
+            await asyncio.to_thread(recorder.record_now, request, attempts)
+        else:
+            recorder.record(request, attempts)
+
+
+async def _serve(ctx: ChatContext, body: bytes, send: Send, persist: Persist) -> None:
+    reply = await handle_chat(body, ctx)
+    if isinstance(reply, JSONReply):
+        await persist.flush(inline=True)
+        await send_json(send, reply)
+        return
+    await _send_stream(reply, send, persist)
+
+
+async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None:
+    gauge = metrics.REQUESTS_IN_FLIGHT.labels("true")
+    gauge.inc()
+    try:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": reply.status,
+                "headers": reply.headers,
+            }
+        )
+        async for frame in reply.body:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+    finally:
+        gauge.dec()
+        await reply.body.aclose()  # type: ignore[attr-defined]
+    await persist.flush(inline=True)
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
+    headers = _headers(scope)
+    limit = settings.OMNIROUTE_MAX_BODY_BYTES
+    if scope["method"] != "POST":
+        await send_json(
+            send,
+            error_reply(
+                405,
+                message="Use POST",
+                error_type="invalid_request_error",
+                code="method_not_allowed",
+            ),
+        )
+        return
+    declared = _declared_length(headers)
+    try:
+        body = await read_body(receive, limit, declared)
+    except BodyTooLarge:
+        metrics.REFUSALS.labels("body_too_large").inc()
+        await send_json(
+            send,
+            error_reply(
+                413,
+                message=f"Request body exceeds {limit} bytes",
+                error_type="invalid_request_error",
+                code="body_too_large",
+            ),
+        )
+        return
+    except ClientGone:
+        return
+    table = await tables.ensure()
+    persist = Persist()
+    ctx = ChatContext(
+        endpoint=scope["path"], headers=headers, table=table, record=persist
+    )
+    reply = asyncio.create_task(_serve(ctx, body, send, persist))
+    gone = asyncio.create_task(wait_for_disconnect(receive))
+    try:
+        await asyncio.wait({reply, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (reply, gone):
+            task.cancel()
+        await asyncio.wait({reply, gone})
+        await persist.flush(inline=False)
+    if not reply.cancelled():
+        with contextlib.suppress(ConnectionError, OSError):
+            reply.result()

@@ -1,0 +1,608 @@
+"""One chat request end to end: auth, validation, the attempt loop, the reply.
+
+``handle_chat(raw, ctx)`` returns a ``JSONReply`` or a ``StreamReply``; the front
+doors only adapt those to their server.  The attempt loop follows spec 02 §7: slot by
+slot, target by target; it moves on after a failure only as ``should_continue``
+allows, and a stream is committed (and failover ends) at its first content token.
+Every attempt and the request itself are handed to the recorder when the request ends,
+also when the client went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway import proxy
+from gateway.accounting import (
+    cost_usd,
+    estimate_prompt_tokens,
+    result_of,
+    usage_numbers,
+)
+from gateway.auth import authenticate
+from gateway.engine.dialects import REGISTRY
+from gateway.engine.failover import Item, should_continue, terminal
+from gateway.engine.plan import (
+    ChainError,
+    EntrySpec,
+    Slot,
+    build_chain,
+    effective_options,
+    plan_targets,
+)
+from gateway.engine.types import KeyPolicy, RoutingTable, Target
+from gateway.outcome import RunRecord
+from gateway.requests import ChatRequest, RequestError, parse_chat_request
+from gateway.responses import (
+    DONE_FRAME,
+    JSON_CONTENT_TYPE,
+    SSE_HEADERS,
+    JSONReply,
+    error_reply,
+    omniroute_headers,
+    sse_frame,
+)
+from providers.http import upstream_client
+from telemetry import metrics
+
+logger = logging.getLogger("omniroute.gateway")
+
+V1_ENDPOINT = "/v1/chat/completions"
+CLASSIC_ENDPOINT = "/chat/completions"
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatContext:
+    endpoint: str
+    headers: Mapping[str, str]
+    table: RoutingTable
+    record: Callable[[RunRecord], None]
+    started: float = field(default_factory=time.perf_counter)
+    received_at: float = field(default_factory=time.time)
+    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    @property
+    def classic(self) -> bool:
+        return self.endpoint == CLASSIC_ENDPOINT
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamReply:
+    headers: list[tuple[bytes, bytes]]
+    body: AsyncIterator[bytes]
+    status: int = 200
+
+
+def _refusal(
+    ctx: ChatContext, exc: RequestError | ChainError, run: RunRecord | None
+) -> JSONReply:
+    metrics.REFUSALS.labels(exc.code).inc()
+    reply = error_reply(
+        exc.status,
+        message=exc.message,
+        error_type=exc.error_type,
+        code=exc.code,
+        param=exc.param,
+    )
+    if run is not None:
+        run.refuse(exc.status, exc.code, exc.message)
+        ctx.record(run)
+    return reply
+
+
+async def handle_chat(raw: bytes, ctx: ChatContext) -> JSONReply | StreamReply:
+    try:
+        key = authenticate(ctx.headers, ctx.table, ctx.received_at)
+    except RequestError as exc:
+        return _refusal(ctx, exc, None)
+    run = RunRecord.start(
+        ctx.request_id,
+        ctx.endpoint,
+        key,
+        ctx.table.version,
+        ctx.received_at,
+        ctx.started,
+    )
+    try:
+        request = parse_chat_request(raw)
+        run.stream = request.stream
+        run.requested_model = request.entries[0].model
+        warnings: list[str] = []
+        chain = build_chain(
+            ctx.table,
+            key,
+            tuple(
+                EntrySpec(
+                    model=e.model,
+                    param=e.param,
+                    timeout_ms=e.timeout_ms,
+                    first_token_timeout_ms=e.first_token_timeout_ms,
+                )
+                for e in request.entries
+            ),
+            explicit=request.explicit_chain,
+            warnings=warnings,
+        )
+    except (RequestError, ChainError) as exc:
+        return _refusal(ctx, exc, run)
+    for warning in warnings:
+        logger.warning("failover defaults: %s", warning)
+    loop = AttemptLoop(ctx=ctx, key=key, request=request, chain=chain, rec=run)
+    return await loop.run()
+
+
+@dataclass(slots=True, kw_only=True)
+class AttemptLoop:
+    ctx: ChatContext
+    key: KeyPolicy
+    request: ChatRequest
+    chain: list[Slot]
+    rec: RunRecord
+    items: list[Item] = field(default_factory=list)
+    calls: int = 0
+    attempted: set[str] = field(default_factory=set)
+    failed_connections: set[str] = field(default_factory=set)
+    too_large: set[str] = field(default_factory=set)
+
+    @property
+    def route(self) -> str:
+        return "chain" if len(self.chain) > 1 else self.chain[0].resolved.route
+
+    async def run(self) -> JSONReply | StreamReply:
+        table = self.ctx.table
+        self.rec.route = self.route
+        max_calls = table.settings.max_attempts_per_request
+        warnings: list[str] = []
+        for index, slot in enumerate(self.chain):
+            for target in plan_targets(table, slot, warnings):
+                if self.calls >= max_calls:
+                    return self._all_failed()
+                if self._skipped(target, index):
+                    continue
+                reply = await self._attempt(slot, index, target)
+                if reply is not None:
+                    return reply
+                last = self.items[-1]
+                if not should_continue(
+                    last.reason or "", self._options(slot, target).on
+                ):
+                    return self._all_failed()
+            if index + 1 < len(self.chain):
+                self._model_failover(index)
+        for warning in warnings:
+            logger.warning("%s", warning)
+        return self._all_failed()
+
+    def _options(self, slot: Slot, target: Target) -> Any:
+        r = self.request.redundancy
+        return effective_options(
+            self.ctx.table,
+            self.key,
+            slot,
+            target,
+            (r.timeout_ms, r.first_token_timeout_ms, r.on),
+        )
+
+    def _skip(self, target: Target, slot: int, reason: str) -> None:
+        self.items.append(
+            Item(
+                model=target.model_key,
+                slot=slot,
+                via=target.via,
+                status="skipped",
+                reason=reason,
+                calls=0,
+                connection=target.connection.name,
+            )
+        )
+
+    def _skipped(self, target: Target, slot: int) -> bool:
+        connection = f"{target.provider.slug}@{target.connection.name}"
+        if target.key in self.attempted:
+            self._skip(target, slot, "already_attempted")
+        elif connection in self.failed_connections:
+            self._skip(target, slot, "connection_failed")
+        elif target.model_key in self.too_large:
+            self._skip(target, slot, "context_too_large")
+        else:
+            return False
+        return True
+
+    async def _attempt(
+        self, slot: Slot, index: int, target: Target
+    ) -> JSONReply | StreamReply | None:
+        options = self._options(slot, target)
+        dialect = REGISTRY[target.provider.kind]
+        call = dialect.build_request(
+            base_url=target.provider.base_url,
+            api_key=target.connection.api_key,
+            model=target.model.model_id,
+            body=self.request.body,
+            stream=self.request.stream,
+        )
+        self.calls += 1
+        self.attempted.add(target.key)
+        started_wall = time.time()
+        created = int(started_wall)
+        client = upstream_client()
+        gauge = metrics.UPSTREAM_IN_FLIGHT.labels(target.provider.slug)
+        gauge.inc()
+        try:
+            if self.request.stream:
+                outcome = await proxy.open_stream(
+                    client,
+                    dialect,
+                    call,
+                    timeout_s=options.timeout_ms / 1000,
+                    first_token_s=(
+                        options.first_token_timeout_ms / 1000
+                        if options.first_token_timeout_ms
+                        else None
+                    ),
+                    idle_timeout_s=self.ctx.table.settings.stream_idle_timeout_ms
+                    / 1000,
+                    created=created,
+                )
+            else:
+                outcome = await proxy.call_json(
+                    client,
+                    dialect,
+                    call,
+                    timeout_s=options.timeout_ms / 1000,
+                    created=created,
+                )
+        except asyncio.CancelledError:
+            self._cancelled(target, index, started_wall)
+            raise
+        finally:
+            gauge.dec()
+        if isinstance(outcome, proxy.OpenStream):
+            return self._stream_reply(target, index, outcome, started_wall)
+        return self._settle(target, index, outcome, started_wall)
+
+    def _cancelled(self, target: Target, index: int, started_wall: float) -> None:
+        latency = int((time.time() - started_wall) * 1000)
+        item = Item(
+            model=target.model_key,
+            slot=index,
+            via=target.via,
+            status="failed",
+            reason="client_cancelled",
+            latency_ms=latency,
+            connection=target.connection.name,
+        )
+        self.items.append(item)
+        self.rec.add_attempt(target, item, started_wall, None, result="cancelled")
+        self.rec.client_closed(499)
+        self.ctx.record(self.rec)
+
+    def _settle(
+        self,
+        target: Target,
+        index: int,
+        outcome: proxy.AttemptResult,
+        started_wall: float,
+    ) -> JSONReply | None:
+        latency = int(outcome.latency_s * 1000)
+        self.rec.upstream_wait_s += outcome.upstream_wait_s
+        if outcome.failure is None and outcome.completion is not None:
+            item = Item(
+                model=target.model_key,
+                slot=index,
+                via=target.via,
+                status="served",
+                latency_ms=latency,
+                http_status=outcome.http_status,
+                connection=target.connection.name,
+            )
+            self.items.append(item)
+            return self._success(target, item, outcome, started_wall)
+        failure = outcome.failure
+        assert failure is not None
+        error = outcome.error
+        item = Item(
+            model=target.model_key,
+            slot=index,
+            via=target.via,
+            status="failed",
+            reason=failure.reason.value,
+            detail=failure.detail.value if failure.detail else None,
+            latency_ms=latency,
+            http_status=outcome.http_status,
+            connection=target.connection.name,
+            upstream_message=error.message if error else None,
+            upstream_param=error.param if error else None,
+        )
+        self.items.append(item)
+        self.rec.add_attempt(target, item, started_wall, outcome)
+        metrics.FAILOVERS.labels(result_of(item.reason, item.detail)).inc()
+        if item.reason == "connection_error":
+            self.failed_connections.add(
+                f"{target.provider.slug}@{target.connection.name}"
+            )
+        if item.reason == "context_length":
+            self.too_large.add(target.model_key)
+        return None
+
+    def _model_failover(self, index: int) -> None:
+        last = next((i for i in reversed(self.items) if i.slot == index), None)
+        reason = last.reason if last is not None else "none"
+        source = self.chain[index].resolved.identity
+        target = self.chain[index + 1].resolved.identity
+        metrics.MODEL_FAILOVERS.labels(source, target, reason or "none").inc()
+        logger.info(
+            "model_failover %s",
+            orjson.dumps(
+                {
+                    "event": "model_failover",
+                    "request_id": str(self.ctx.request_id),
+                    "api_key": self.key.name,
+                    "endpoint": self.ctx.endpoint,
+                    "stream": self.request.stream,
+                    "to_slot": index + 1,
+                    "from_model": self.chain[index].entry.model,
+                    "to_model": self.chain[index + 1].entry.model,
+                    "reason": reason,
+                    "http_status": last.http_status if last is not None else None,
+                }
+            ).decode(),
+        )
+
+    def omniroute(self, target: Target) -> dict[str, Any]:
+        first = self.chain[0]
+        resolved = first.resolved if len(self.chain) == 1 else None
+        strategy = None
+        served_slot = next(
+            (
+                s
+                for s in self.chain
+                if s.resolved.combo is not None and target.via == s.resolved.combo.name
+            ),
+            None,
+        )
+        if served_slot is not None and served_slot.resolved.combo is not None:
+            strategy = served_slot.resolved.combo.strategy.value
+        elif target.via is not None and target.via.startswith("auto"):
+            strategy = "rules"
+        data: dict[str, Any] = {
+            "requested_model": first.entry.model,
+            "served_model": target.model_key,
+            "provider": target.provider.slug,
+            "connection": target.connection.name,
+            "route": resolved.route if resolved is not None else "chain",
+            "strategy": strategy,
+        }
+        if len(self.chain) > 1:
+            served = next((i for i in self.items if i.status == "served"), None)
+            data["failover"] = {
+                "occurred": bool(served and served.slot > 0),
+                "attempts": [i.report() for i in self.items],
+            }
+        return data
+
+    def _success(
+        self,
+        target: Target,
+        item: Item,
+        outcome: proxy.AttemptResult,
+        started_wall: float,
+    ) -> JSONReply:
+        completion = outcome.completion or {}
+        completion["model"] = target.model_key
+        omni = self.omniroute(target)
+        self.rec.add_attempt(
+            target,
+            item,
+            started_wall,
+            outcome,
+            billable=True,
+            estimate_body=self.request.body,
+        )
+        if self.ctx.classic:
+            payload: dict[str, Any] = {
+                "success": True,
+                "data": completion,
+                "metadata": omni,
+            }
+        else:
+            completion["omniroute"] = omni
+            payload = completion
+        body = orjson.dumps(payload)
+        overhead_ms = self.rec.overhead_ms()
+        headers = [
+            JSON_CONTENT_TYPE,
+            *omniroute_headers(
+                served_model=target.model_key,
+                attempts=self.calls,
+                route=omni["route"],
+                overhead_ms=overhead_ms,
+            ),
+        ]
+        self.rec.succeed(target, 200, self.calls, len(self.chain) > 1)
+        self.ctx.record(self.rec)
+        return JSONReply(status=200, body=body, headers=headers)
+
+    def _all_failed(self) -> JSONReply:
+        result = terminal(self.items)
+        attempts = [i.report() for i in self.items]
+        self.rec.fail(
+            result.status,
+            result.code,
+            result.message,
+            self.calls,
+            len(self.chain) > 1,
+            self.items,
+        )
+        self.ctx.record(self.rec)
+        headers = omniroute_headers(
+            served_model=None, attempts=self.calls, route=self.route
+        )
+        if self.ctx.classic and result.code == "all_models_failed":
+            body = {
+                "success": False,
+                "error": "All model attempts failed",
+                "message": result.message,
+                "attempts": attempts,
+            }
+            if result.retry_after_s is not None:
+                headers.append((b"retry-after", str(result.retry_after_s).encode()))
+            return JSONReply(
+                status=result.status, body=orjson.dumps(body), headers=headers
+            )
+        return error_reply(
+            result.status,
+            message=result.message,
+            error_type=result.error_type,
+            code=result.code,
+            param=result.param,
+            attempts=attempts,
+            retry_after_s=result.retry_after_s,
+            headers=headers,
+        )
+
+    def _stream_reply(
+        self, target: Target, index: int, stream: proxy.OpenStream, started_wall: float
+    ) -> StreamReply:
+        item = Item(
+            model=target.model_key,
+            slot=index,
+            via=target.via,
+            status="served",
+            http_status=stream.result.http_status,
+            connection=target.connection.name,
+        )
+        self.items.append(item)
+        self.rec.upstream_wait_s += stream.result.upstream_wait_s
+        omni = self.omniroute(target)
+        headers = [
+            *SSE_HEADERS,
+            *omniroute_headers(
+                served_model=target.model_key, attempts=self.calls, route=omni["route"]
+            ),
+        ]
+        body = StreamBody(
+            loop=self,
+            target=target,
+            item=item,
+            stream=stream,
+            started_wall=started_wall,
+        )
+        return StreamReply(headers=headers, body=body.frames())
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamBody:
+    """A committed stream: relay, rewrite ``model``, end with ``omniroute``."""
+
+    loop: AttemptLoop
+    target: Target
+    item: Item
+    stream: proxy.OpenStream
+    started_wall: float
+    chars: int = 0
+    usage: dict[str, Any] | None = None
+    completed: bool = False
+
+    def _prepare(self, chunk: dict[str, Any]) -> bytes | None:
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        choices = chunk.get("choices")
+        if not choices and usage is not None and not self.loop.request.include_usage:
+            return None
+        if choices:
+            for choice in choices:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                    self.chars += len(delta["content"])
+        chunk["model"] = self.target.model_key
+        return sse_frame(chunk)
+
+    def _tail(self, created: int, chunk_id: str) -> bytes:
+        tail: dict[str, Any] = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": self.target.model_key,
+            "choices": [],
+        }
+        interrupted = self.stream.interrupted
+        if interrupted is not None:
+            self.item.detail = "stream_interrupted"
+            tail["error"] = {
+                "message": f"Upstream stream interrupted ({interrupted.reason.value})",
+                "type": "upstream_error",
+                "code": "stream_interrupted",
+            }
+        tail["omniroute"] = self.loop.omniroute(self.target)
+        return sse_frame(tail) + DONE_FRAME
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        run = self.loop.rec
+        created, chunk_id = int(self.started_wall), f"chatcmpl-{run.request_id.hex}"
+        try:
+            first = True
+            async for chunk in self.stream.chunks():
+                if isinstance(chunk.get("id"), str):
+                    chunk_id = chunk["id"]
+                if isinstance(chunk.get("created"), int):
+                    created = chunk["created"]
+                frame = self._prepare(chunk)
+                if frame is None:
+                    continue
+                if first:
+                    run.mark_ttft()
+                    first = False
+                yield frame
+            self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
+            yield self._tail(created, chunk_id)
+            self.completed = True
+        finally:
+            await self.stream.aclose()
+            self._finish()
+
+    def _finish(self) -> None:
+        run = self.loop.rec
+        self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
+        result = self.stream.result
+        result.latency_s = self.item.latency_ms / 1000
+        result.usage = self.usage
+        run.add_attempt(
+            self.target,
+            self.item,
+            self.started_wall,
+            result,
+            billable=True,
+            estimate_body=self.loop.request.body,
+            delivered_chars=self.chars,
+        )
+        if not self.completed:
+            run.client_closed(200)
+        elif self.stream.interrupted is not None:
+            run.interrupt(
+                self.target,
+                self.loop.calls,
+                len(self.loop.chain) > 1,
+                self.stream.interrupted_error or "",
+            )
+        else:
+            run.succeed(self.target, 200, self.loop.calls, len(self.loop.chain) > 1)
+        self.loop.ctx.record(run)
+
+
+__all__ = [
+    "ChatContext",
+    "StreamReply",
+    "cost_usd",
+    "estimate_prompt_tokens",
+    "handle_chat",
+    "usage_numbers",
+]

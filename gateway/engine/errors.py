@@ -1,0 +1,163 @@
+"""Classify one upstream outcome into the failover vocabulary (spec 02 §6.1).
+
+``classify()`` is the only place that maps an HTTP status, a transport failure or a
+malformed reply to a ``(reason, detail)`` pair.  The attempt loop, the breakers and the
+request log read nothing else.  Invariants:
+
+* every failure maps to exactly one ``FailureReason``;
+* 401/402/403/404 are ``server_error`` (the gateway's provider setup is at fault, not
+  the client's request) with a ``detail`` that keeps the precise cause;
+* message matching is case-insensitive and only looks at the upstream's error message
+  (or the body text when the body is not JSON).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FailureReason(StrEnum):
+    """Why an attempt failed (spec 02 §6.1)."""
+
+    CONNECTION_ERROR = "connection_error"
+    SERVER_ERROR = "server_error"
+    RATE_LIMIT = "rate_limit"
+    TIMEOUT = "timeout"
+    CONTEXT_LENGTH = "context_length"
+    INVALID_REQUEST = "invalid_request"
+    CLIENT_CANCELLED = "client_cancelled"
+
+
+class FailureDetail(StrEnum):
+    """The precise cause kept beside a reason (spec 02 §6.1, §9)."""
+
+    BAD_RESPONSE = "bad_response"
+    EMPTY_STREAM = "empty_stream"
+    EMPTY_OUTPUT = "empty_output"
+    AUTH_FAILED = "auth_failed"
+    PAYMENT_REQUIRED = "payment_required"
+    MODEL_NOT_FOUND = "model_not_found"
+    UNEXPECTED_STATUS = "unexpected_status"
+    FIRST_TOKEN = "first_token"
+    IDLE = "idle"
+    STREAM_INTERRUPTED = "stream_interrupted"
+
+
+#: The reasons a client may list in ``redundancy.on`` (spec 02 §6.1).
+RETRYABLE_REASONS: tuple[FailureReason, ...] = (
+    FailureReason.CONNECTION_ERROR,
+    FailureReason.SERVER_ERROR,
+    FailureReason.RATE_LIMIT,
+    FailureReason.TIMEOUT,
+)
+
+
+class TransportFailure(StrEnum):
+    """What went wrong below HTTP, as reported by the edge module (``proxy.py``)."""
+
+    CONNECT = "connect"  # DNS, refused, connect timeout, TLS
+    RESET = "reset"  # closed or reset before a complete response
+    TIMEOUT = "timeout"  # the attempt's own deadline
+    FIRST_TOKEN_TIMEOUT = "first_token_timeout"
+    IDLE_TIMEOUT = "idle_timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    reason: FailureReason
+    detail: FailureDetail | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamError:
+    """The upstream's own description of an error reply, dialect-neutral."""
+
+    message: str = ""
+    code: str | None = None
+    type: str | None = None
+    param: str | None = None
+
+
+_MODEL_MISSING = re.compile(
+    r"model.{0,80}(does not exist|not exist|not found|not supported|unsupported|"
+    r"unavailable|not available|deprecated|decommissioned)|"
+    r"(unknown|invalid|unsupported) model|no such model",
+    re.IGNORECASE | re.DOTALL,
+)
+_CONTEXT = re.compile(
+    r"context.{0,20}(length|window)|maximum context|too many tokens|"
+    r"prompt is too long|too long prompt|prompt too long|input is too long|"
+    r"reduce the length|exceeds the context",
+    re.IGNORECASE | re.DOTALL,
+)
+
+_STATUS_BAD_REQUEST = 400
+_STATUS_UNPROCESSABLE = 422
+_STATUS_TOO_MANY = 429
+
+
+def classify_transport(failure: TransportFailure) -> Classification:
+    """A failure below HTTP: no status line (or no complete body) arrived."""
+    if failure in (TransportFailure.CONNECT, TransportFailure.RESET):
+        return Classification(FailureReason.CONNECTION_ERROR)
+    if failure is TransportFailure.FIRST_TOKEN_TIMEOUT:
+        return Classification(FailureReason.TIMEOUT, FailureDetail.FIRST_TOKEN)
+    if failure is TransportFailure.IDLE_TIMEOUT:
+        return Classification(FailureReason.TIMEOUT, FailureDetail.IDLE)
+    return Classification(FailureReason.TIMEOUT)
+
+
+def classify_status(status: int, error: UpstreamError) -> Classification:  # noqa: PLR0911
+    """A non-2xx HTTP reply, with the upstream's error message already extracted."""
+    if status >= 500:  # noqa: PLR2004
+        return Classification(FailureReason.SERVER_ERROR)
+    if status == _STATUS_TOO_MANY:
+        return Classification(FailureReason.RATE_LIMIT)
+    if status in (401, 403):
+        return Classification(FailureReason.SERVER_ERROR, FailureDetail.AUTH_FAILED)
+    if status == 402:  # noqa: PLR2004
+        return Classification(
+            FailureReason.SERVER_ERROR, FailureDetail.PAYMENT_REQUIRED
+        )
+    if status in (404, 410):
+        return Classification(FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND)
+    if status == 408:  # noqa: PLR2004
+        return Classification(FailureReason.TIMEOUT)
+    if status == 413:  # noqa: PLR2004
+        return Classification(FailureReason.CONTEXT_LENGTH)
+    if status in (_STATUS_BAD_REQUEST, _STATUS_UNPROCESSABLE):
+        code = (error.code or "").lower()
+        if code == "model_not_found" or _MODEL_MISSING.search(error.message):
+            return Classification(
+                FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND
+            )
+        if code == "context_length_exceeded" or _CONTEXT.search(error.message):
+            return Classification(FailureReason.CONTEXT_LENGTH)
+        return Classification(FailureReason.INVALID_REQUEST)
+    if 300 <= status < 400 or status >= 400:  # noqa: PLR2004
+        # A redirect is never followed (spec 08 §5.3); like any other unlisted 4xx it is
+        # the upstream misbehaving, not the client.
+        return Classification(
+            FailureReason.SERVER_ERROR, FailureDetail.UNEXPECTED_STATUS
+        )
+    return Classification(FailureReason.SERVER_ERROR, FailureDetail.UNEXPECTED_STATUS)
+
+
+def classify_stream_error(error: UpstreamError) -> Classification:
+    """An error object that arrived as a stream event (spec 02 §6.1)."""
+    kind = f"{error.type or ''} {error.code or ''}".lower()
+    if "rate_limit" in kind:
+        return Classification(FailureReason.RATE_LIMIT)
+    return Classification(FailureReason.SERVER_ERROR, FailureDetail.BAD_RESPONSE)
+
+
+def bad_response() -> Classification:
+    """A 200 that is not a usable completion."""
+    return Classification(FailureReason.SERVER_ERROR, FailureDetail.BAD_RESPONSE)
+
+
+def empty_stream() -> Classification:
+    """A stream that ended before a content token and without a finish_reason."""
+    return Classification(FailureReason.SERVER_ERROR, FailureDetail.EMPTY_STREAM)

@@ -1,0 +1,264 @@
+"""Chains and slot plans (spec 02 §2, §4, §5; 03 §1.2, §4).
+
+* ``build_chain``: the request's entries (or the key's ``failover_defaults``) resolved,
+  allow-list checked and de-duplicated by identity.  Problems raise ``ChainError`` with
+  the status, code and param of spec 02 §3 rows 12-14.
+* ``plan_targets``: the ordered targets one slot tries.  Direct models: every active
+  connection by priority, provider slug, connection name.  Combos: declared order with
+  combo-refs expanded in place (the per-strategy ordering of spec 03 §5 replaces this
+  in the combos work).  ``auto``: every servable candidate in configured order until the
+  scoring engine lands.
+* ``effective_options``: the first defined value by the precedence of spec 02 §4.
+
+All functions are pure over the routing table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.engine.autoids import UnknownAutoVariant
+from gateway.engine.errors import RETRYABLE_REASONS
+from gateway.engine.globs import matches
+from gateway.engine.resolve import ModelNotFound, Resolved, RouteKind, resolve
+from gateway.engine.types import (
+    ComboInfo,
+    KeyPolicy,
+    ProviderInfo,
+    RoutingTable,
+    Target,
+)
+
+MAX_COMBO_DEPTH = 3  # spec 03 §2.1
+ALL_REASONS: tuple[str, ...] = tuple(r.value for r in RETRYABLE_REASONS)
+
+
+class ChainError(Exception):
+    def __init__(self, status: int, code: str, param: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.param = param
+        self.message = message
+        self.error_type = {400: "invalid_request_error", 403: "permission_error"}.get(
+            status, "not_found_error"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntrySpec:
+    model: str
+    param: str
+    timeout_ms: int | None = None
+    first_token_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slot:
+    entry: EntrySpec
+    resolved: Resolved
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    timeout_ms: int
+    first_token_timeout_ms: int | None
+    on: tuple[str, ...]
+
+
+def is_allowed(key: KeyPolicy, sent: str, resolved: Resolved) -> bool:
+    """Spec 03 §1.2: the globs match the string as sent or its resolved form."""
+    if key.allowed_regexes is None:
+        return True
+    return any(
+        matches(regex, sent) or matches(regex, resolved.resolved_name)
+        for regex in key.allowed_regexes
+    )
+
+
+def resolve_entry(table: RoutingTable, key: KeyPolicy, entry: EntrySpec) -> Resolved:
+    param = entry.param
+    try:
+        resolved = resolve(table, entry.model)
+    except UnknownAutoVariant as exc:
+        raise ChainError(400, "unknown_auto_variant", param, str(exc)) from exc
+    except ModelNotFound as exc:
+        raise ChainError(
+            404, "model_not_found", param, f"The model '{entry.model}' does not exist"
+        ) from exc
+    if not is_allowed(key, entry.model, resolved):
+        raise ChainError(
+            403,
+            "model_not_allowed",
+            param,
+            f"This API key is not allowed to use '{entry.model}'",
+        )
+    return resolved
+
+
+def _defaults_chain(
+    table: RoutingTable, key: KeyPolicy, first: Slot, warnings: list[str]
+) -> list[Slot] | None:
+    defaults = key.failover_defaults
+    if defaults is None or not defaults.models:
+        return None
+    usable: list[Slot] = []
+    for index, model in enumerate(defaults.models):
+        spec = EntrySpec(model=model, param=f"failover_defaults.models[{index}]")
+        try:
+            usable.append(Slot(entry=spec, resolved=resolve_entry(table, key, spec)))
+        except ChainError:
+            warnings.append(f"key {key.name}: dropping stale default entry '{model}'")
+    for index, slot in enumerate(usable):
+        if slot.resolved.identity == first.resolved.identity:
+            tail = usable[index + 1 :]
+            return [first, *tail]
+    return None
+
+
+def build_chain(
+    table: RoutingTable,
+    key: KeyPolicy,
+    entries: tuple[EntrySpec, ...],
+    *,
+    explicit: bool,
+    warnings: list[str],
+) -> list[Slot]:
+    """Resolve the chain (spec 02 §2 rules 1-4); duplicates collapse to the first."""
+    slots = [Slot(entry=e, resolved=resolve_entry(table, key, e)) for e in entries]
+    if not explicit:
+        slots = _defaults_chain(table, key, slots[0], warnings) or slots
+    seen: set[str] = set()
+    unique: list[Slot] = []
+    for slot in slots:
+        if slot.resolved.identity not in seen:
+            seen.add(slot.resolved.identity)
+            unique.append(slot)
+    return unique
+
+
+def _connections_order(targets: list[Target]) -> list[Target]:
+    return sorted(
+        targets,
+        key=lambda t: (t.connection.priority, t.provider.slug, t.connection.name),
+    )
+
+
+def _model_targets(
+    provider: ProviderInfo,
+    model_id: str,
+    *,
+    connection: str | None = None,
+    via: str | None = None,
+    timeout_ms: int | None = None,
+) -> list[Target]:
+    model = provider.models.get(model_id)
+    if model is None:
+        return []
+    return [
+        Target(
+            provider=provider,
+            model=model,
+            connection=conn,
+            via=via,
+            timeout_ms=timeout_ms,
+        )
+        for conn in provider.connections
+        if connection is None or conn.name == connection
+    ]
+
+
+def _combo_targets(
+    table: RoutingTable, combo: ComboInfo, depth: int, warnings: list[str]
+) -> list[Target]:
+    result: list[Target] = []
+    for target in combo.targets:
+        if target.ref is not None:
+            inner = table.combos.get(target.ref.lower())
+            if inner is not None and inner.active and depth < MAX_COMBO_DEPTH:
+                result.extend(_combo_targets(table, inner, depth + 1, warnings))
+            continue
+        slug, _, model_id = (target.model or "").partition("/")
+        provider = table.providers.get(slug.lower())
+        found = (
+            _model_targets(
+                provider,
+                model_id,
+                connection=target.connection,
+                via=combo.name,
+                timeout_ms=target.timeout_ms,
+            )
+            if provider is not None
+            else []
+        )
+        if provider is None or model_id not in provider.models:
+            warnings.append(
+                f"combo {combo.name}: target {target.model} left the catalog"
+            )
+        result.extend(found)
+    return result
+
+
+def _auto_targets(table: RoutingTable, route_id: str) -> list[Target]:
+    result: list[Target] = []
+    for provider in table.providers.values():
+        for model_id in provider.models:
+            result.extend(_model_targets(provider, model_id, via=route_id))
+    return sorted(
+        result,
+        key=lambda t: (
+            t.connection.priority,
+            t.provider.slug,
+            t.connection.name,
+            t.model.position,
+        ),
+    )
+
+
+def plan_targets(table: RoutingTable, slot: Slot, warnings: list[str]) -> list[Target]:
+    resolved = slot.resolved
+    if resolved.kind is RouteKind.COMBO and resolved.combo is not None:
+        return _combo_targets(table, resolved.combo, 1, warnings)
+    if resolved.kind is RouteKind.AUTO and resolved.auto_id is not None:
+        return _auto_targets(table, resolved.auto_id)
+    targets: list[Target] = []
+    for model in resolved.models:
+        provider = table.providers[model.provider.lower()]
+        targets.extend(_model_targets(provider, model.model_id))
+    return _connections_order(targets)
+
+
+def effective_options(
+    table: RoutingTable,
+    key: KeyPolicy,
+    slot: Slot,
+    target: Target,
+    redundancy: tuple[int | None, int | None, tuple[str, ...] | None],
+) -> Options:
+    """Spec 02 §4: entry, request ``redundancy``, combo target, key, settings."""
+    r_timeout, r_first, r_on = redundancy
+    defaults = key.failover_defaults
+    d_timeout = defaults.timeout_ms if defaults else None
+    d_first = defaults.first_token_timeout_ms if defaults else None
+    d_on = defaults.on if defaults else None
+    timeout = next(
+        v
+        for v in (
+            slot.entry.timeout_ms,
+            r_timeout,
+            target.timeout_ms,
+            d_timeout,
+            table.settings.attempt_timeout_ms,
+        )
+        if v is not None
+    )
+    first = next(
+        (
+            v
+            for v in (slot.entry.first_token_timeout_ms, r_first, d_first)
+            if v is not None
+        ),
+        None,
+    )
+    on = r_on if r_on is not None else (d_on if d_on is not None else ALL_REASONS)
+    return Options(timeout_ms=timeout, first_token_timeout_ms=first, on=on)

@@ -1,0 +1,30 @@
+"""Process start-up and shutdown for the gateway (ASGI lifespan or first request)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gateway.state import tables
+from providers.http import close_upstream_clients
+from telemetry import recorder
+
+logger = logging.getLogger(__name__)
+
+
+async def startup() -> None:
+    await tables.ensure()
+    try:
+        imported = await asyncio.to_thread(recorder.import_spill_files)
+    except Exception:
+        # Spill files are retried at the next start; serving must not wait on them.
+        logger.exception("could not import spilled log rows")
+    else:
+        if imported:
+            logger.info("imported %d spilled request log rows", imported)
+
+
+async def shutdown() -> None:
+    tables.stop()
+    await asyncio.to_thread(recorder.recorder.shutdown)
+    await close_upstream_clients()

@@ -1,0 +1,306 @@
+"""``RunRecord``: what one request did, turned into log rows and metrics at its end.
+
+Built up by the attempt loop (cheap attribute writes on the hot path); ``rows()``
+produces the ``RequestLog``/``AttemptLog`` field dicts for the recorder and
+``emit_metrics()`` updates the Prometheus series once, when the request ends.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from gateway.accounting import (
+    cost_usd,
+    estimate_prompt_tokens,
+    result_of,
+    usage_numbers,
+)
+from gateway.engine.failover import Item
+from gateway.engine.types import KeyPolicy, Target
+from telemetry import metrics
+from telemetry.sanitize import sanitize
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunRecord:
+    request_id: uuid.UUID
+    endpoint: str
+    key: KeyPolicy
+    config_version: int
+    received_at: float
+    started: float  # perf_counter
+    stream: bool = False
+    requested_model: str = ""
+    route: str = "unresolved"
+    strategy: str | None = None
+    served: Target | None = None
+    status: str = "success"
+    http_status: int = 200
+    reason: str | None = None
+    error_message: str | None = None
+    attempt_count: int = 0
+    failover: bool = False
+    skips: list[dict[str, Any]] | None = None
+    ttft_s: float | None = None
+    upstream_wait_s: float = 0.0
+    client_disconnected: bool = False
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    cost: Decimal | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage_source: str = "none"
+    finished_at: float | None = None
+
+    @classmethod
+    def start(
+        cls,
+        request_id: uuid.UUID,
+        endpoint: str,
+        key: KeyPolicy,
+        version: int,
+        received_at: float,
+        started: float,
+    ) -> RunRecord:
+        return cls(
+            request_id=request_id,
+            endpoint=endpoint,
+            key=key,
+            config_version=version,
+            received_at=received_at,
+            started=started,
+        )
+
+    def overhead_ms(self) -> int:
+        total = time.perf_counter() - self.started
+        return max(0, round((total - self.upstream_wait_s) * 1000))
+
+    def mark_ttft(self) -> None:
+        self.ttft_s = time.perf_counter() - self.started
+
+    def refuse(self, status: int, code: str, message: str) -> None:
+        self.status, self.http_status, self.reason = "refused", status, code
+        self.error_message = sanitize(message)
+
+    def add_attempt(
+        self,
+        target: Target,
+        item: Item,
+        started_wall: float,
+        outcome: Any,
+        *,
+        result: str | None = None,
+        billable: bool = False,
+        estimate_body: dict[str, Any] | None = None,
+        delivered_chars: int | None = None,
+    ) -> None:
+        numbers = usage_numbers(getattr(outcome, "usage", None))
+        source = "upstream" if numbers is not None else "none"
+        if numbers is None and billable and estimate_body is not None:
+            completion = math.ceil((delivered_chars or 0) / 4)
+            if outcome is not None and outcome.completion is not None:
+                completion = _completion_chars(outcome.completion)
+            numbers = (estimate_prompt_tokens(estimate_body), completion, 0, 0)
+            source = "estimated"
+        cost = cost_usd(target.model, numbers) if numbers is not None else None
+        if billable:
+            self.usage_source = source
+            if numbers is not None:
+                self.prompt_tokens, self.completion_tokens, self.cached_tokens, _ = (
+                    numbers
+                )
+            self.cost = cost
+        error = getattr(outcome, "error", None)
+        self.attempts.append(
+            {
+                "id": uuid.uuid4(),
+                "request_id": self.request_id,
+                "attempt_no": len(self.attempts) + 1,
+                "started_at": _dt(started_wall),
+                "provider": target.provider.slug,
+                "model": target.model.model_id,
+                "connection": target.connection.name,
+                "target": target.key,
+                "slot": item.slot,
+                "via": item.via,
+                "reason": item.reason,
+                "detail": item.detail,
+                "result": result or result_of(item.reason, item.detail),
+                "http_status": item.http_status,
+                "latency_ms": item.latency_ms,
+                "ttfb_ms": _ms(getattr(outcome, "ttfb_s", None)),
+                "ttft_ms": _ms(getattr(outcome, "ttft_s", None)),
+                "prompt_tokens": numbers[0] if numbers else None,
+                "completion_tokens": numbers[1] if numbers else None,
+                "cached_tokens": numbers[2] if numbers else None,
+                "cost_usd": cost,
+                "billable": billable,
+                "error_message": sanitize(error.message)
+                if error and error.message
+                else None,
+            }
+        )
+
+    def succeed(self, target: Target, status: int, calls: int, failover: bool) -> None:
+        self.served, self.http_status, self.status = target, status, "success"
+        self.attempt_count, self.failover = calls, failover
+
+    def interrupt(
+        self, target: Target, calls: int, failover: bool, message: str
+    ) -> None:
+        self.succeed(target, 200, calls, failover)
+        self.status, self.reason = "interrupted", "stream_interrupted"
+        self.error_message = sanitize(message)
+
+    def fail(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        calls: int,
+        failover: bool,
+        items: list[Item],
+    ) -> None:
+        self.status = "refused" if calls == 0 else "upstream_failed"
+        self.http_status, self.reason = status, code
+        self.error_message = sanitize(message)
+        self.attempt_count, self.failover = calls, failover
+        self.skips = [
+            {
+                "model": i.model,
+                "connection": i.connection,
+                "slot": i.slot,
+                "via": i.via,
+                "reason": i.reason,
+            }
+            for i in items
+            if i.status == "skipped"
+        ] or None
+
+    def client_closed(self, status: int) -> None:
+        self.status, self.http_status = "client_closed", status
+        self.client_disconnected = True
+        self.attempt_count = max(self.attempt_count, len(self.attempts))
+
+    def rows(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        finished = self.finished_at or time.time()
+        served = self.served
+        request = {
+            "id": self.request_id,
+            "created_at": _dt(self.received_at),
+            "finished_at": _dt(finished),
+            "api_key_id": self.key.id,
+            "api_key_prefix": self.key.prefix,
+            "endpoint": self.endpoint,
+            "stream": self.stream,
+            "requested_model": self.requested_model[:256],
+            "route": self.route[:200],
+            "strategy": self.strategy,
+            "served_model": served.model_key if served else None,
+            "provider": served.provider.slug if served else None,
+            "connection": served.connection.name if served else None,
+            "status": self.status,
+            "http_status": self.http_status,
+            "reason": self.reason,
+            "error_message": self.error_message,
+            "attempt_count": self.attempt_count or len(self.attempts),
+            "failover": self.failover,
+            "skips": self.skips,
+            "latency_ms": max(0, round((finished - self.received_at) * 1000)),
+            "ttft_ms": _ms(self.ttft_s),
+            "overhead_ms": self.overhead_ms() if not self.stream else None,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "usage_source": self.usage_source,
+            "cost_usd": self.cost,
+            "client_disconnected": self.client_disconnected,
+            "node": _node(),
+            "config_version": self.config_version,
+        }
+        return request, self.attempts
+
+    def emit_metrics(self) -> None:
+        duration = time.perf_counter() - self.started
+        stream = "true" if self.stream else "false"
+        served = self.served.model_key if self.served else "none"
+        metrics.bounded(
+            metrics.REQUESTS, self.route, served, str(self.http_status)
+        ).inc()
+        metrics.bounded(metrics.REQUEST_DURATION, self.route, stream).observe(duration)
+        if self.ttft_s is not None:
+            metrics.bounded(metrics.REQUEST_TTFT, self.route).observe(self.ttft_s)
+            metrics.OVERHEAD.labels(stream).observe(
+                max(0.0, self.ttft_s - self.upstream_wait_s)
+            )
+        elif not self.stream:
+            metrics.OVERHEAD.labels(stream).observe(
+                max(0.0, duration - self.upstream_wait_s)
+            )
+        if self.client_disconnected:
+            metrics.bounded(metrics.CLIENT_DISCONNECTS, self.route).inc()
+        for row in self.attempts:
+            metrics.bounded(
+                metrics.UPSTREAM_ATTEMPTS,
+                row["provider"],
+                row["model"],
+                row["connection"],
+                row["result"],
+            ).inc()
+            if row["latency_ms"] is not None:
+                metrics.bounded(
+                    metrics.UPSTREAM_LATENCY, row["provider"], row["model"], stream
+                ).observe(row["latency_ms"] / 1000)
+            if row["ttft_ms"] is not None:
+                metrics.bounded(
+                    metrics.UPSTREAM_TTFT, row["provider"], row["model"]
+                ).observe(row["ttft_ms"] / 1000)
+        if self.served is not None:
+            self._emit_usage(self.served)
+
+    def _emit_usage(self, target: Target) -> None:
+        labels = (target.provider.slug, target.model.model_id)
+        for kind, value in (
+            ("prompt", self.prompt_tokens),
+            ("completion", self.completion_tokens),
+            ("cached", self.cached_tokens),
+        ):
+            if value:
+                metrics.bounded(metrics.TOKENS, *labels, kind).inc(value)
+        if self.cost:
+            metrics.bounded(metrics.COST, *labels).inc(float(self.cost))
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else max(0, round(seconds * 1000))
+
+
+def _completion_chars(completion: dict[str, Any]) -> int:
+    chars = 0
+    for choice in completion.get("choices") or []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+    return math.ceil(chars / 4)
+
+
+_NODE: list[str] = []
+
+
+def _node() -> str:
+    if not _NODE:
+        from django.conf import settings
+
+        _NODE.append(settings.OMNIROUTE_NODE)
+    return _NODE[0]

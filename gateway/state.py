@@ -1,0 +1,86 @@
+"""Per-process state: the current routing table and the config watcher.
+
+The table is immutable and swapped whole (one attribute assignment, atomic under the
+GIL); a request keeps the table it read at its start.  A daemon thread polls the
+config revision every ``OMNIROUTE_CONFIG_POLL_MS`` and rebuilds the table off the
+request path when it changed, so a change reaches this worker within the poll
+interval plus one rebuild (the spec allows 2 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from gateway.engine.types import RoutingTable
+
+logger = logging.getLogger(__name__)
+
+
+class TableHolder:
+    def __init__(self) -> None:
+        self.table: RoutingTable | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh(self) -> RoutingTable:
+        """Rebuild now (sync ORM; never call from the event loop thread)."""
+        from gateway.snapshot import build_table
+
+        with self._lock:
+            table = build_table()
+            self.table = table
+        logger.info("routing table loaded: config version %s", table.version)
+        return table
+
+    def start(self) -> None:
+        """Start the watcher thread once per process."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._watch, name="omniroute-config-watcher", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        from gateway.snapshot import current_version
+
+        interval = settings.OMNIROUTE_CONFIG_POLL_MS / 1000
+        while not self._stop.wait(interval):
+            try:
+                version = current_version()
+                current = self.table
+                if current is None or version != current.version:
+                    self.refresh()
+            except Exception:
+                # The watcher must survive a DB outage; the old table keeps serving.
+                logger.exception("config watcher: refresh failed")
+            finally:
+                close_old_connections()
+
+    async def ensure(self) -> RoutingTable:
+        """The current table, loading it on first use (servers without lifespan)."""
+        table = self.table
+        if table is not None:
+            return table
+        table = await asyncio.to_thread(self._first_load)
+        self.start()
+        return table
+
+    def _first_load(self) -> RoutingTable:
+        try:
+            return self.table or self.refresh()
+        finally:
+            close_old_connections()
+
+
+tables = TableHolder()

@@ -1,0 +1,149 @@
+"""Async Django views of the data plane and the ops endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gateway.auth import authenticate
+from gateway.engine.autoids import CATEGORIES, TIERS, VARIANTS
+from gateway.engine.globs import matches
+from gateway.engine.types import KeyPolicy, RoutingTable
+from gateway.requests import RequestError
+from gateway.responses import error_body
+from gateway.state import tables
+from telemetry import metrics
+
+
+def _error(exc: RequestError) -> HttpResponse:
+    body = error_body(
+        message=exc.message, error_type=exc.error_type, code=exc.code, param=exc.param
+    )
+    return HttpResponse(
+        orjson.dumps(body), status=exc.status, content_type="application/json"
+    )
+
+
+def auto_ids(table: RoutingTable) -> list[str]:
+    ids = ["auto", *(f"auto/{v}" for v in VARIANTS)]
+    ids += [f"auto/{c}" for c in CATEGORIES if f"auto/{c}" not in ids]
+    for category in CATEGORIES:
+        for tier in TIERS:
+            if tier == "floor":
+                continue
+            if tier == "pro" and table.settings.hide_paid_models:
+                continue
+            ids.append(f"auto/{category}:{tier}")
+    return ids
+
+
+def _allowed(key: KeyPolicy, name: str) -> bool:
+    if key.allowed_regexes is None:
+        return True
+    return any(matches(regex, name) for regex in key.allowed_regexes)
+
+
+def model_list(table: RoutingTable, key: KeyPolicy) -> list[dict[str, object]]:
+    entries: list[dict[str, object]] = []
+    for provider in table.providers.values():
+        if not provider.connections:
+            continue
+        for model in provider.models.values():
+            item: dict[str, object] = {
+                "id": model.key,
+                "object": "model",
+                "created": 0,
+                "owned_by": provider.slug,
+            }
+            if model.context_window:
+                item["context_length"] = model.context_window
+            if model.max_output_tokens:
+                item["max_output_tokens"] = model.max_output_tokens
+            entries.append(item)
+    for combo in table.combos.values():
+        if combo.active:
+            entries.append(
+                {"id": combo.name, "object": "model", "created": 0, "owned_by": "combo"}
+            )
+    entries += [
+        {"id": i, "object": "model", "created": 0, "owned_by": "omniroute"}
+        for i in auto_ids(table)
+    ]
+    return [e for e in entries if _allowed(key, str(e["id"]))]
+
+
+async def models_view(request: HttpRequest) -> HttpResponse:
+    table = await tables.ensure()
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    try:
+        key = authenticate(headers, table, time.time())
+    except RequestError as exc:
+        metrics.REFUSALS.labels(exc.code).inc()
+        return _error(exc)
+    data = {"object": "list", "data": model_list(table, key)}
+    return HttpResponse(orjson.dumps(data), content_type="application/json")
+
+
+async def healthz(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def _db_ok() -> bool:
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception:  # noqa: BLE001 - any failure means "not ready"
+        return False
+    else:
+        return True
+    finally:
+        connection.close()
+
+
+def _redis_ok(url: str) -> bool:
+    import redis
+
+    timeout = max(0.05, settings.OMNIROUTE_REDIS_TIMEOUT_MS / 1000 * 10)
+    client = redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+async def readyz(request: HttpRequest) -> HttpResponse:
+    if not await asyncio.to_thread(_db_ok):
+        return JsonResponse({"status": "unavailable", "db": "unreachable"}, status=503)
+    if settings.REDIS_URL:
+        if not await asyncio.to_thread(_redis_ok, settings.REDIS_URL):
+            body = {
+                "status": "degraded",
+                "db": "ok",
+                "redis": "unreachable",
+                "shared_state": "local",
+            }
+            status = 503 if settings.OMNIROUTE_READYZ_REQUIRE_REDIS else 200
+            return JsonResponse(body, status=status)
+        return JsonResponse({"status": "ok", "db": "ok", "redis": "ok"})
+    return JsonResponse({"status": "ok", "db": "ok"})
+
+
+async def metrics_view(request: HttpRequest) -> HttpResponse:
+    token = settings.OMNIROUTE_METRICS_TOKEN
+    if token and request.headers.get("Authorization", "") != f"Bearer {token}":
+        return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+    table = tables.table
+    if table is not None:
+        metrics.CONFIG_VERSION.set(table.version)
+    return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)

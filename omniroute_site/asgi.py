@@ -1,0 +1,52 @@
+"""ASGI entry point: Django first, then the routing of protocols and paths.
+
+* ``lifespan``: start-up loads the routing table, starts the config watcher and
+  imports spilled log rows; shutdown flushes the request log and closes clients.
+* ``http``: the two chat paths go to the lean front door (``gateway.asgi``);
+  everything else (admin, REST API, ops endpoints, ``/v1/models``) to Django.
+* ``websocket``: Channels (the live routing feed).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_site.settings")
+django_app = get_asgi_application()
+
+from gateway import lifecycle  # noqa: E402  (needs the app registry)
+from gateway.asgi import CHAT_PATHS, chat_app  # noqa: E402
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                await lifecycle.startup()
+            except Exception as exc:  # noqa: BLE001 - reported; the server exits
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await lifecycle.shutdown()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    kind = scope["type"]
+    if kind == "http":
+        if scope["path"] in CHAT_PATHS:
+            await chat_app(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+    elif kind == "lifespan":
+        await _lifespan(receive, send)
+    elif kind == "websocket":
+        from omniroute_site.websocket import websocket_app
+
+        await websocket_app(scope, receive, send)

@@ -1,0 +1,233 @@
+"""The one settings module: everything comes from the environment (spec 08 §1).
+
+With no environment at all the gateway runs embedded: SQLite in ``./data``, a
+generated secret key, in-process routing state.  Gateway-wide *routing* settings
+(timeouts, breakers, …) are not here: they live in the config ``settings:`` block.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import socket
+from pathlib import Path
+
+import dj_database_url
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.core.exceptions import ImproperlyConfigured
+
+from omniroute_site.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+OMNIROUTE_ENV = (env_str("OMNIROUTE_ENV", "embedded") or "embedded").strip().lower()
+if OMNIROUTE_ENV not in {"embedded", "production"}:
+    raise ImproperlyConfigured(
+        f"OMNIROUTE_ENV: expected embedded or production, got {OMNIROUTE_ENV!r}"
+    )
+IS_PRODUCTION = OMNIROUTE_ENV == "production"
+
+OMNIROUTE_DATA_DIR = Path(env_str("OMNIROUTE_DATA_DIR", str(BASE_DIR / "data")) or ".")
+
+
+def _embedded_secret_key() -> str:
+    """Generated once into ``<data dir>/secret_key`` (mode 0600) and reused."""
+    path = OMNIROUTE_DATA_DIR / "secret_key"
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    OMNIROUTE_DATA_DIR.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key)
+    return key
+
+
+_secret = env_str("DJANGO_SECRET_KEY")
+SECRET_KEY_FROM_ENV = bool(_secret)
+SECRET_KEY = _secret or ("" if IS_PRODUCTION else _embedded_secret_key())
+
+
+def _derived_fernet_key(secret_key: str) -> str:
+    """HKDF-SHA256(secret, salt "omniroute", info "fernet-v1"), base64url."""
+    raw = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"omniroute", info=b"fernet-v1"
+    ).derive(secret_key.encode("utf-8"))
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+_fernet_keys = env_list("OMNIROUTE_ENCRYPTION_KEY", [])
+OMNIROUTE_ENCRYPTION_KEY_DERIVED = not _fernet_keys
+OMNIROUTE_ENCRYPTION_KEYS = _fernet_keys or (
+    [_derived_fernet_key(SECRET_KEY)] if SECRET_KEY and not IS_PRODUCTION else []
+)
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+if env_bool("OMNIROUTE_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_prometheus",
+    "providers",
+    "combos",
+    "telemetry",
+    "gateway",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "omniroute_site.urls"
+ASGI_APPLICATION = "omniroute_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database(url: str | None) -> dict[str, object]:
+    if not url:
+        OMNIROUTE_DATA_DIR.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{OMNIROUTE_DATA_DIR / 'omniroute.sqlite3'}"
+    config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
+    engine = str(config["ENGINE"])
+    if engine.endswith("sqlite3"):
+        # WAL lets the log writer and the admin write while readers read (spec 08 §2.1).
+        config["OPTIONS"] = {
+            "timeout": 5,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    elif "postgresql" in engine:
+        pool_size = env_int("OMNIROUTE_DB_POOL_SIZE", 10, minimum=1)
+        config["OPTIONS"] = {"pool": {"min_size": 1, "max_size": pool_size}}
+    return config
+
+
+DATABASE_URL = env_str("DATABASE_URL")
+DATABASES = {"default": _database(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL") or None
+OMNIROUTE_REDIS_TIMEOUT_MS = env_int("OMNIROUTE_REDIS_TIMEOUT_MS", 50, minimum=1)
+OMNIROUTE_READYZ_REQUIRE_REDIS = env_bool("OMNIROUTE_READYZ_REQUIRE_REDIS", True)
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The data plane (spec 08 §1).
+OMNIROUTE_MAX_BODY_BYTES = env_int(
+    "OMNIROUTE_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1
+)
+OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS = env_int(
+    "OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS", 10_000, minimum=1
+)
+OMNIROUTE_UPSTREAM_READ_TIMEOUT_MS = env_int(
+    "OMNIROUTE_UPSTREAM_READ_TIMEOUT_MS", 300_000, minimum=1
+)
+OMNIROUTE_UPSTREAM_MAX_CONNECTIONS = env_int(
+    "OMNIROUTE_UPSTREAM_MAX_CONNECTIONS", 200, minimum=1
+)
+OMNIROUTE_UPSTREAM_MAX_KEEPALIVE = env_int(
+    "OMNIROUTE_UPSTREAM_MAX_KEEPALIVE", 50, minimum=0
+)
+OMNIROUTE_UPSTREAM_HTTP2 = env_bool("OMNIROUTE_UPSTREAM_HTTP2", False)
+OMNIROUTE_CONFIG_POLL_MS = env_int("OMNIROUTE_CONFIG_POLL_MS", 1000, minimum=50)
+OMNIROUTE_SHUTDOWN_GRACE_SECONDS = env_int(
+    "OMNIROUTE_SHUTDOWN_GRACE_SECONDS", 30, minimum=0
+)
+OMNIROUTE_METRICS_TOKEN = env_str("OMNIROUTE_METRICS_TOKEN") or None
+OMNIROUTE_LOG_LEVEL = (env_str("OMNIROUTE_LOG_LEVEL", "INFO") or "INFO").upper()
+OMNIROUTE_LOG_RETENTION_DAYS = env_int("OMNIROUTE_LOG_RETENTION_DAYS", 30, minimum=1)
+OMNIROUTE_LOG_BUFFER_ROWS = env_int("OMNIROUTE_LOG_BUFFER_ROWS", 10_000, minimum=1)
+OMNIROUTE_LOG_FLUSH_MS = env_int("OMNIROUTE_LOG_FLUSH_MS", 1000, minimum=10)
+OMNIROUTE_LOG_SYNC = env_bool("OMNIROUTE_LOG_SYNC", False)
+OMNIROUTE_NODE = f"{socket.gethostname()}:{os.getpid()}"
+
+# Django security (spec 08 §5.5).
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+SESSION_COOKIE_SECURE = IS_PRODUCTION
+CSRF_COOKIE_SECURE = IS_PRODUCTION
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = OMNIROUTE_DATA_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "combos.api_auth.AdminTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "combos.api_errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {"TITLE": "OmniRoute control plane", "VERSION": "0.1.0"}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "telemetry.sanitize.RedactingFilter"}},
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "stdout": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stdout",
+            "formatter": "line",
+            "filters": ["redact"],
+        }
+    },
+    "root": {"handlers": ["stdout"], "level": OMNIROUTE_LOG_LEVEL},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
+}

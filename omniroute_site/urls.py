@@ -1,0 +1,16 @@
+"""URLs served by Django (the chat paths are served by ``gateway.asgi``)."""
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
+
+from gateway import views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/", include("combos.api_urls")),
+    path("v1/models", csrf_exempt(views.models_view), name="v1-models"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics_view, name="metrics"),
+]

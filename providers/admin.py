@@ -1,0 +1,308 @@
+"""Admin for providers, connections (secrets write-only) and the model catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from providers import services
+from providers.models import Connection, Provider, ProviderModel
+from providers.validation import Checker, validate_connection, validate_model
+
+SECRET_HELP = (
+    "Write-only. A literal key (stored encrypted) or env:NAME (read from the "
+    "gateway's environment). Leave empty to keep the stored value."
+)
+
+
+def _apply_problems(form: forms.Form, check: Checker, mapping: dict[str, str]) -> None:
+    for problem in check.problems:
+        field = mapping.get(problem.path, problem.path.split(".")[0].split("[")[0])
+        target = field if field in form.fields else None
+        form.add_error(target, problem.message if target else str(problem))
+
+
+class ConnectionForm(forms.ModelForm):
+    api_key = forms.CharField(
+        required=False,
+        strip=True,
+        help_text=SECRET_HELP,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    clear_api_key = forms.BooleanField(required=False, label="Remove stored key")
+
+    class Meta:
+        model = Connection
+        fields = (
+            "name",
+            "api_key",
+            "clear_api_key",
+            "tier",
+            "default_model",
+            "active",
+            "priority",
+            "max_concurrency",
+            "quota_remaining_percent",
+            "quota_reset_interval_seconds",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        quota = {
+            k: v
+            for k, v in (
+                ("remaining_percent", data.get("quota_remaining_percent")),
+                ("reset_interval_seconds", data.get("quota_reset_interval_seconds")),
+            )
+            if v is not None
+        }
+        check = Checker("")
+        validate_connection(
+            {
+                "name": data.get("name"),
+                "api_key": data.get("api_key") or None,
+                "tier": data.get("tier"),
+                "default_model": data.get("default_model") or None,
+                "active": bool(data.get("active")),
+                "priority": data.get("priority") or 0,
+                "max_concurrency": data.get("max_concurrency") or 0,
+                **({"quota": quota} if quota else {}),
+            },
+            check,
+        )
+        _apply_problems(
+            self,
+            check,
+            {
+                "quota.remaining_percent": "quota_remaining_percent",
+                "quota.reset_interval_seconds": "quota_reset_interval_seconds",
+            },
+        )
+        return data
+
+    def save(self, commit: bool = True) -> Connection:
+        connection: Connection = super().save(commit=False)
+        if self.cleaned_data.get("clear_api_key"):
+            connection.set_api_key(None)
+        elif self.cleaned_data.get("api_key"):
+            connection.set_api_key(self.cleaned_data["api_key"])
+        if commit:
+            services.save_connection(connection)
+        return connection
+
+
+class ProviderModelForm(forms.ModelForm):
+    capabilities = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        choices=[(c, c) for c in ("tools", "vision", "reasoning", "json")],
+        help_text="Leave all unchecked for 'unknown' (never filtered out).",
+    )
+
+    class Meta:
+        model = ProviderModel
+        fields = (
+            "model_id",
+            "position",
+            "input_cost",
+            "output_cost",
+            "cache_read_cost",
+            "cache_write_cost",
+            "context_window",
+            "max_output_tokens",
+            "capabilities",
+            "tier",
+        )
+
+    def clean_capabilities(self) -> list[str] | None:
+        return list(self.cleaned_data.get("capabilities") or []) or None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        check = Checker("")
+        payload = {
+            k: data.get(k)
+            for k in (
+                "input_cost",
+                "output_cost",
+                "cache_read_cost",
+                "cache_write_cost",
+                "context_window",
+                "max_output_tokens",
+                "capabilities",
+            )
+        }
+        payload = {k: v for k, v in payload.items() if v is not None}
+        validate_model(
+            {
+                "id": data.get("model_id"),
+                **payload,
+                **({"tier": data["tier"]} if data.get("tier") else {}),
+            },
+            check,
+        )
+        _apply_problems(self, check, {"id": "model_id"})
+        return data
+
+
+class ConnectionInline(admin.TabularInline):
+    model = Connection
+    form = ConnectionForm
+    extra = 0
+    fields = (
+        "name",
+        "api_key",
+        "tier",
+        "active",
+        "priority",
+        "default_model",
+        "max_concurrency",
+    )
+    show_change_link = True
+
+
+class ProviderModelInline(admin.TabularInline):
+    model = ProviderModel
+    form = ProviderModelForm
+    extra = 0
+    fields = (
+        "model_id",
+        "position",
+        "input_cost",
+        "output_cost",
+        "context_window",
+        "max_output_tokens",
+        "tier",
+    )
+
+
+class ProviderForm(forms.ModelForm):
+    class Meta:
+        model = Provider
+        fields = ("slug", "kind", "base_url")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        check = Checker("")
+        from providers.validation import validate_provider
+
+        validate_provider(
+            {k: data.get(k) for k in ("slug", "kind", "base_url") if data.get(k)}, check
+        )
+        _apply_problems(self, check, {})
+        return data
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    form = ProviderForm
+    list_display = ("slug", "kind", "base_url", "connection_count", "model_count")
+    list_filter = ("kind",)
+    search_fields = ("slug", "base_url")
+    inlines = (ConnectionInline, ProviderModelInline)
+
+    @admin.display(description="connections")
+    def connection_count(self, obj: Provider) -> int:
+        return obj.connections.count()
+
+    @admin.display(description="models")
+    def model_count(self, obj: Provider) -> int:
+        return obj.models.count()
+
+    def save_model(
+        self, request: HttpRequest, obj: Provider, form: Any, change: bool
+    ) -> None:
+        services.save_provider(obj)
+
+    def save_formset(
+        self, request: HttpRequest, form: Any, formset: Any, change: bool
+    ) -> None:
+        super().save_formset(request, form, formset, change)
+        services.bump_config_revision()
+
+    def delete_model(self, request: HttpRequest, obj: Provider) -> None:
+        services.delete_provider(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        super().delete_queryset(request, queryset)
+        services.bump_config_revision()
+
+
+@admin.register(Connection)
+class ConnectionAdmin(admin.ModelAdmin):
+    form = ConnectionForm
+    list_display = (
+        "__str__",
+        "provider",
+        "tier",
+        "active",
+        "priority",
+        "secret",
+        "default_model",
+        "max_concurrency",
+    )
+    list_filter = ("provider", "tier", "active")
+    search_fields = ("name", "provider__slug", "default_model")
+    list_select_related = ("provider",)
+    readonly_fields = ("secret",)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = ["provider", "secret", *ConnectionForm.Meta.fields]
+        if not request.user.has_perm("providers.change_provider"):
+            fields = [f for f in fields if f not in ("api_key", "clear_api_key")]
+        return fields
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        kwargs["fields"] = [f for f in self.get_fields(request, obj) if f != "secret"]
+        return super().get_form(request, obj, change, **kwargs)
+
+    @admin.display(description="API key")
+    def secret(self, obj: Connection) -> str:
+        return obj.api_key_display or "—"
+
+    def save_model(
+        self, request: HttpRequest, obj: Connection, form: Any, change: bool
+    ) -> None:
+        services.save_connection(obj)
+
+    def delete_model(self, request: HttpRequest, obj: Connection) -> None:
+        services.delete_connection(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        super().delete_queryset(request, queryset)
+        services.bump_config_revision()
+
+
+@admin.register(ProviderModel)
+class ProviderModelAdmin(admin.ModelAdmin):
+    form = ProviderModelForm
+    list_display = (
+        "__str__",
+        "input_cost",
+        "output_cost",
+        "context_window",
+        "max_output_tokens",
+        "tier",
+        "capabilities",
+    )
+    list_filter = ("provider", "tier")
+    search_fields = ("model_id", "provider__slug")
+    list_select_related = ("provider",)
+    fields = ("provider", *ProviderModelForm.Meta.fields)
+
+    def save_model(
+        self, request: HttpRequest, obj: ProviderModel, form: Any, change: bool
+    ) -> None:
+        services.save_model(obj)
+
+    def delete_model(self, request: HttpRequest, obj: ProviderModel) -> None:
+        services.delete_model(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        super().delete_queryset(request, queryset)
+        services.bump_config_revision()

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class ProvidersConfig(AppConfig):
+    name = "providers"
+    verbose_name = "Providers"
+
+    def ready(self) -> None:
+        from providers import checks  # noqa: F401  (registers system checks)

@@ -1,0 +1,251 @@
+"""The two wire formats: OpenAI Chat Completions and Anthropic Messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import orjson
+
+from providers.mock_upstream.core import MockBehaviour
+from providers.mock_upstream.reply import (
+    _arguments_object,
+    _arguments_text,
+    _Call,
+    _error_kind,
+    _Frames,
+)
+
+
+class _Wire(Protocol):
+    def error_body(self, status: int, message: str) -> dict[str, Any]: ...
+
+    def message(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> dict[str, Any]: ...
+
+    def stream(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> _Frames: ...
+
+    def stream_error(self, error: Mapping[str, Any]) -> bytes: ...
+
+
+def _openai_usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _openai_tool_call(index: int, call: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"call_mock_{index}",
+        "type": "function",
+        "function": {
+            "name": str(call.get("name", "")),
+            "arguments": _arguments_text(call.get("arguments", {})),
+        },
+    }
+
+
+class _OpenAIWire:
+    """Chat Completions: ``chat.completion`` objects and ``data:`` chunks."""
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        kind, code = _error_kind(status)
+        return {
+            "error": {"message": message, "type": kind, "param": None, "code": code}
+        }
+
+    def message(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(tokens)}
+        finish, count = "stop", len(tokens)
+        if behaviour.tool_calls:
+            message["content"] = None
+            message["tool_calls"] = [
+                _openai_tool_call(index, tool)
+                for index, tool in enumerate(behaviour.tool_calls)
+            ]
+            finish, count = "tool_calls", len(behaviour.tool_calls)
+        reply: dict[str, Any] = {
+            "id": f"chatcmpl-mock-{call.reply_id}",
+            "object": "chat.completion",
+            "created": call.created,
+            "model": call.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            ],
+        }
+        if behaviour.usage:
+            reply["usage"] = _openai_usage(call.prompt_tokens, count)
+        return reply
+
+    def stream(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> _Frames:
+        prefix = b'data: {"id":"chatcmpl-mock-%d","object":"chat.completion.chunk",' % (
+            call.reply_id
+        ) + b'"created":%d,"model":%s,"choices":' % (
+            call.created,
+            orjson.dumps(call.model),
+        )
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return prefix + orjson.dumps([choice]) + b"}\n\n"
+
+        if behaviour.tool_calls:
+            head = chunk({"role": "assistant", "content": None})
+            pieces = [
+                chunk(
+                    {"tool_calls": [{"index": index, **_openai_tool_call(index, tool)}]}
+                )
+                for index, tool in enumerate(behaviour.tool_calls)
+            ]
+            finish = "tool_calls"
+        else:
+            head = chunk({"role": "assistant", "content": ""})
+            pieces = [chunk({"content": token}) for token in tokens]
+            finish = "stop"
+        tail = chunk({}, finish)
+        if call.wants_usage and behaviour.usage:
+            usage = orjson.dumps(_openai_usage(call.prompt_tokens, len(pieces)))
+            tail += prefix + b'[],"usage":' + usage + b"}\n\n"
+        return _Frames(head, pieces, tail + b"data: [DONE]\n\n")
+
+    def stream_error(self, error: Mapping[str, Any]) -> bytes:
+        return b"data: " + orjson.dumps({"error": dict(error)}) + b"\n\n"
+
+
+def _event(name: str, data: Mapping[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def _anthropic_tool_use(index: int, tool: Mapping[str, Any], arguments: Any) -> bytes:
+    block = {"type": "tool_use", "id": f"toolu_mock_{index}", "name": tool.get("name")}
+    delta = {"type": "input_json_delta", "partial_json": _arguments_text(arguments)}
+    return (
+        _event(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {**block, "input": {}},
+            },
+        )
+        + _event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": index, "delta": delta},
+        )
+        + _event("content_block_stop", {"type": "content_block_stop", "index": index})
+    )
+
+
+class _AnthropicWire:
+    """Anthropic Messages: ``message`` objects and named SSE events."""
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        kind, _ = _error_kind(status)
+        return {"type": "error", "error": {"type": kind, "message": message}}
+
+    def message(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> dict[str, Any]:
+        content: list[dict[str, Any]] = [{"type": "text", "text": "".join(tokens)}]
+        stop, count = "end_turn", len(tokens)
+        if behaviour.tool_calls:
+            content = [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_mock_{index}",
+                    "name": tool.get("name"),
+                    "input": _arguments_object(tool.get("arguments", {})),
+                }
+                for index, tool in enumerate(behaviour.tool_calls)
+            ]
+            stop, count = "tool_use", len(behaviour.tool_calls)
+        reply = self._message_head(call, behaviour, content, stop)
+        if behaviour.usage:
+            reply["usage"] = {
+                "input_tokens": call.prompt_tokens,
+                "output_tokens": count,
+            }
+        return reply
+
+    @staticmethod
+    def _message_head(
+        call: _Call, behaviour: MockBehaviour, content: list[Any], stop: str | None
+    ) -> dict[str, Any]:
+        return {
+            "id": f"msg_mock_{call.reply_id}",
+            "type": "message",
+            "role": "assistant",
+            "model": call.model,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+        }
+
+    def stream(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> _Frames:
+        start = self._message_head(call, behaviour, [], None)
+        if behaviour.usage:
+            start["usage"] = {"input_tokens": call.prompt_tokens, "output_tokens": 0}
+        head = _event("message_start", {"type": "message_start", "message": start})
+        if behaviour.tool_calls:
+            pieces = [
+                _anthropic_tool_use(index, tool, tool.get("arguments", {}))
+                for index, tool in enumerate(behaviour.tool_calls)
+            ]
+            blocks_end, stop = b"", "tool_use"
+        else:
+            head += _event(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+            pieces = [
+                _event(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": token},
+                    },
+                )
+                for token in tokens
+            ]
+            blocks_end = _event(
+                "content_block_stop", {"type": "content_block_stop", "index": 0}
+            )
+            stop = "end_turn"
+        delta: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+        }
+        if behaviour.usage:
+            delta["usage"] = {"output_tokens": len(pieces)}
+        tail = blocks_end + _event("message_delta", delta)
+        return _Frames(
+            head, pieces, tail + _event("message_stop", {"type": "message_stop"})
+        )
+
+    def stream_error(self, error: Mapping[str, Any]) -> bytes:
+        return _event("error", {"type": "error", "error": dict(error)})
+
+
+_OPENAI = _OpenAIWire()
+_WIRES: dict[str, _Wire] = {"/chat/completions": _OPENAI, "/messages": _AnthropicWire()}

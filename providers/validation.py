@@ -1,0 +1,395 @@
+"""The one validator of configuration objects (spec 07, 02 §13, 03 §2, 04, 05).
+
+Every write path — the YAML import, the admin forms and the REST API — hands the
+object in its YAML shape (snake_case, ``config`` camelCase) to these functions and
+gets back a normalised copy plus ``Problem``s that carry the path of the offending
+field (``combos[2].targets[0].model: unknown provider 'opena'``).  Nothing here
+touches the database: referential checks read a ``ConfigIndex`` built by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.engine.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
+from gateway.engine.errors import RETRYABLE_REASONS
+from gateway.engine.types import ProviderKind
+
+COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CONNECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+RESERVED = frozenset({"auto", "combo"})
+MAX_TARGETS = 16
+MAX_COMBO_DEPTH = 3
+ON_ORDER = tuple(r.value for r in RETRYABLE_REASONS)
+CAPABILITIES = ("tools", "vision", "reasoning", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+@dataclass(slots=True)
+class ConfigIndex:
+    """What references may point at: providers, their connections and models, combos."""
+
+    #: lower-cased slug -> (canonical slug, connection names, model ids)
+    providers: dict[str, tuple[str, set[str], set[str]]] = field(default_factory=dict)
+    #: lower-cased combo name -> (canonical name, strategy, referenced names (lower))
+    combos: dict[str, tuple[str, str, list[str]]] = field(default_factory=dict)
+    smart_aliases: set[str] = field(default_factory=set)
+    api_keys: set[str] = field(default_factory=set)
+
+    def model_exists(self, provider_model: str) -> bool:
+        slug, sep, model = provider_model.partition("/")
+        entry = self.providers.get(slug.lower())
+        return bool(sep and entry and model in entry[2])
+
+    def bare_model_owner(self, name: str) -> tuple[str, str] | None:
+        """(first provider slug, catalog spelling) of a bare id, ignoring case."""
+        for slug, _conns, models in sorted(self.providers.values()):
+            for model in sorted(models):
+                if model.lower() == name.lower():
+                    return slug, model
+        return None
+
+    def resolves(self, text: str) -> bool:
+        """Whether ``text`` names something spec 03 §1.1 can resolve (no health)."""
+        lowered = text.lower()
+        if lowered in self.combos:
+            return True
+        if lowered.startswith("combo/"):
+            return lowered[len("combo/") :] in self.combos
+        if is_auto_id(text):
+            try:
+                parse_auto_id(text)
+            except UnknownAutoVariant:
+                return False
+            return True
+        slug, sep, rest = text.partition("/")
+        if sep and slug.lower() in self.providers:
+            models = self.providers[slug.lower()][2]
+            return rest in models or any(m.lower() == rest.lower() for m in models)
+        return self.bare_model_owner(text) is not None
+
+
+class Checker:
+    """Collects problems while walking one object."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def path(self, name: str) -> str:
+        if not self.base:
+            return name
+        return f"{self.base}{name}" if name.startswith("[") else f"{self.base}.{name}"
+
+    def error(self, name: str, message: str) -> None:
+        self.problems.append(Problem(self.path(name), message))
+
+    def warn(self, name: str, message: str) -> None:
+        self.warnings.append(Problem(self.path(name), message))
+
+    def unknown_keys(
+        self, data: dict[str, Any], allowed: set[str] | frozenset[str], prefix: str = ""
+    ) -> None:
+        for key in data:
+            if key not in allowed:
+                self.error(f"{prefix}{key}", "unknown key")
+
+    def string(
+        self,
+        data: dict[str, Any],
+        name: str,
+        *,
+        required: bool = False,
+        pattern: re.Pattern[str] | None = None,
+        max_len: int = 300,
+    ) -> str | None:
+        value = data.get(name)
+        if value is None:
+            if required:
+                self.error(name, "is required")
+            return None
+        if not isinstance(value, str) or (required and value == ""):
+            self.error(
+                name, "must be a non-empty string" if required else "must be a string"
+            )
+            return None
+        if len(value) > max_len:
+            self.error(name, f"must be at most {max_len} characters")
+            return None
+        if pattern is not None and not pattern.fullmatch(value):
+            self.error(name, f"'{value}' does not match {pattern.pattern}")
+            return None
+        return value
+
+    def boolean(self, data: dict[str, Any], name: str, default: bool) -> bool:
+        value = data.get(name, default)
+        if not isinstance(value, bool):
+            self.error(name, "must be true or false")
+            return default
+        return value
+
+    def integer(
+        self,
+        data: dict[str, Any],
+        name: str,
+        low: int | None = None,
+        high: int | None = None,
+        *,
+        default: int | None = None,
+    ) -> int | None:
+        value = data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        ):
+            self.error(name, "must be an integer")
+            return default
+        value = int(value)
+        if (low is not None and value < low) or (high is not None and value > high):
+            self.error(name, _range_text(low, high))
+            return default
+        return value
+
+    def number(
+        self,
+        data: dict[str, Any],
+        name: str,
+        low: float | None = None,
+        high: float | None = None,
+        *,
+        default: float | None = None,
+        exclusive_low: bool = False,
+        exclusive_high: bool = False,
+    ) -> float | None:
+        value = data.get(name)
+        if value is None:
+            return default
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (math.isfinite(value))
+        ):
+            self.error(name, "must be a number")
+            return default
+        too_low = low is not None and (value <= low if exclusive_low else value < low)
+        too_high = high is not None and (
+            value >= high if exclusive_high else value > high
+        )
+        if too_low or too_high:
+            self.error(name, _range_text(low, high, exclusive_low, exclusive_high))
+            return default
+        return float(value)
+
+    def choice(
+        self,
+        data: dict[str, Any],
+        name: str,
+        choices: tuple[str, ...],
+        *,
+        default: str | None = None,
+        required: bool = False,
+    ) -> str | None:
+        value = data.get(name)
+        if value is None:
+            if required:
+                self.error(name, "is required")
+            return default
+        if value not in choices:
+            self.error(name, f"must be one of: {', '.join(choices)}")
+            return default
+        return str(value)
+
+    def string_list(self, data: dict[str, Any], name: str) -> list[str] | None:
+        value = data.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and v for v in value
+        ):
+            self.error(name, "must be a list of non-empty strings")
+            return None
+        return list(value)
+
+
+def _range_text(
+    low: float | None, high: float | None, xl: bool = False, xh: bool = False
+) -> str:
+    if low is not None and high is not None:
+        left = "<" if xl else "<="
+        right = "<" if xh else "<="
+        return f"must be {low} {left} x {right} {high}"
+    if low is not None:
+        return f"must be {'>' if xl else '>='} {low}"
+    return f"must be {'<' if xh else '<='} {high}"
+
+
+def require_mapping(
+    value: Any, path: str
+) -> tuple[dict[str, Any] | None, list[Problem]]:
+    if isinstance(value, dict):
+        return value, []
+    return None, [Problem(path, "must be a mapping")]
+
+
+# ---------------------------------------------------------------- providers
+
+PROVIDER_KEYS = frozenset({"slug", "kind", "base_url", "connections", "models"})
+CONNECTION_KEYS = frozenset(
+    {
+        "name",
+        "api_key",
+        "tier",
+        "default_model",
+        "active",
+        "priority",
+        "quota",
+        "max_concurrency",
+    }
+)
+MODEL_KEYS = frozenset(
+    {
+        "id",
+        "input_cost",
+        "output_cost",
+        "cache_read_cost",
+        "cache_write_cost",
+        "context_window",
+        "max_output_tokens",
+        "capabilities",
+        "tier",
+    }
+)
+SECRET_MASK = "***"
+
+
+def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
+    check.unknown_keys(data, PROVIDER_KEYS)
+    slug = check.string(data, "slug", required=True, pattern=SLUG, max_len=64)
+    if slug is not None and slug.lower() in RESERVED:
+        check.error("slug", f"'{slug}' is reserved")
+    kind = check.choice(
+        data, "kind", tuple(k.value for k in ProviderKind), required=True
+    )
+    base_url = check.string(data, "base_url", max_len=500)
+    if kind in ("openai", "anthropic"):
+        if not base_url:
+            check.error("base_url", "is required for this kind")
+        elif not re.match(r"^https?://[^\s/]+", base_url):
+            check.error("base_url", "must be an http or https URL")
+    elif base_url and not re.match(r"^https?://[^\s/]+", base_url):
+        check.error("base_url", "must be an http or https URL")
+    out: dict[str, Any] = {"slug": slug, "kind": kind, "base_url": base_url or ""}
+    out["connections"] = _list_of(
+        data, "connections", check, validate_connection, key="name"
+    )
+    out["models"] = _list_of(data, "models", check, validate_model, key="id")
+    return out
+
+
+def _list_of(
+    data: dict[str, Any], name: str, check: Checker, fn: Any, key: str
+) -> list[dict[str, Any]]:
+    items = data.get(name, [])
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        check.error(name, "must be a list")
+        return []
+    result: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        sub = Checker(check.path(f"{name}[{index}]"))
+        if not isinstance(item, dict):
+            sub.error("", "must be a mapping")
+        else:
+            value = fn(item, sub)
+            ident = str(value.get(key) or "")
+            if ident and ident.lower() in seen:
+                sub.error(key, f"duplicate '{ident}'")
+            seen.add(ident.lower())
+            result.append(value)
+        check.problems += sub.problems
+        check.warnings += sub.warnings
+    return result
+
+
+def validate_connection(data: dict[str, Any], check: Checker) -> dict[str, Any]:
+    check.unknown_keys(data, CONNECTION_KEYS)
+    out: dict[str, Any] = {
+        "name": check.string(
+            data, "name", required=True, pattern=CONNECTION_NAME, max_len=64
+        ),
+        "tier": check.choice(
+            data, "tier", ("free", "standard", "pro", "ultra"), default="standard"
+        ),
+        "default_model": check.string(data, "default_model", max_len=256) or "",
+        "active": check.boolean(data, "active", True),
+        "priority": check.integer(data, "priority", -1_000_000, 1_000_000, default=0),
+        "max_concurrency": check.integer(
+            data, "max_concurrency", 0, 1_000_000, default=0
+        ),
+    }
+    api_key = data.get("api_key")
+    if api_key is not None and not isinstance(api_key, str):
+        check.error("api_key", "must be a string (a literal or env:NAME)")
+        api_key = None
+    if (
+        isinstance(api_key, str)
+        and api_key.startswith("env:")
+        and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", api_key)
+    ):
+        check.error("api_key", "env reference must look like env:NAME")
+    out["api_key"] = api_key
+    quota = data.get("quota")
+    out["quota"] = None
+    if quota is not None:
+        if not isinstance(quota, dict):
+            check.error("quota", "must be a mapping")
+        else:
+            sub = Checker(check.path("quota"))
+            sub.unknown_keys(quota, {"remaining_percent", "reset_interval_seconds"})
+            out["quota"] = {
+                "remaining_percent": sub.number(quota, "remaining_percent", 0, 100),
+                "reset_interval_seconds": sub.integer(
+                    quota, "reset_interval_seconds", 1, 31_536_000
+                ),
+            }
+            check.problems += sub.problems
+    return out
+
+
+def validate_model(data: dict[str, Any], check: Checker) -> dict[str, Any]:
+    check.unknown_keys(data, MODEL_KEYS)
+    out: dict[str, Any] = {"id": check.string(data, "id", required=True, max_len=256)}
+    for name in ("input_cost", "output_cost", "cache_read_cost", "cache_write_cost"):
+        out[name] = check.number(data, name, 0, 1_000_000)
+    out["context_window"] = check.integer(data, "context_window", 1, 100_000_000)
+    out["max_output_tokens"] = check.integer(data, "max_output_tokens", 1, 100_000_000)
+    caps = data.get("capabilities")
+    out["capabilities"] = None
+    if caps is not None:
+        if not isinstance(caps, list) or any(c not in CAPABILITIES for c in caps):
+            check.error("capabilities", f"must be a list of: {', '.join(CAPABILITIES)}")
+        else:
+            out["capabilities"] = [c for c in CAPABILITIES if c in caps]
+    out["tier"] = (
+        check.choice(
+            data, "tier", ("budget", "fast", "standard", "premium"), default=""
+        )
+        or ""
+    )
+    return out

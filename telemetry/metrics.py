@@ -1,0 +1,121 @@
+"""Every Prometheus object of the gateway, defined once (spec 06 §2).
+
+Label values come only from bounded sets; ``bounded()`` additionally folds label sets
+beyond ``OMNIROUTE_METRICS_MAX_SERIES`` per family into ``other`` and counts the fold.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+
+REQUESTS = Counter(
+    "omniroute_requests_total", "Client requests", ("route", "served_model", "status")
+)
+REQUEST_DURATION = Histogram(
+    "omniroute_request_duration_seconds",
+    "Receipt to last byte",
+    ("route", "stream"),
+    buckets=DURATION_BUCKETS,
+)
+REQUEST_TTFT = Histogram(
+    "omniroute_request_ttft_seconds",
+    "Receipt to first content token sent",
+    ("route",),
+    buckets=DURATION_BUCKETS,
+)
+UPSTREAM_ATTEMPTS = Counter(
+    "omniroute_upstream_attempts_total",
+    "Upstream attempts",
+    ("provider", "model", "connection", "result"),
+)
+UPSTREAM_LATENCY = Histogram(
+    "omniroute_upstream_latency_seconds",
+    "Attempt start to full body / first byte",
+    ("provider", "model", "stream"),
+    buckets=DURATION_BUCKETS,
+)
+UPSTREAM_TTFT = Histogram(
+    "omniroute_upstream_ttft_seconds",
+    "Streaming attempt start to first content token",
+    ("provider", "model"),
+    buckets=DURATION_BUCKETS,
+)
+FAILOVERS = Counter(
+    "omniroute_failovers_total",
+    "Moves from a failed attempt to the next target",
+    ("reason",),
+)
+MODEL_FAILOVERS = Counter(
+    "omniroute_model_failover_total",
+    "Moves from one chain slot to the next",
+    ("from_model", "to_model", "reason"),
+)
+REQUESTS_IN_FLIGHT = Gauge(
+    "omniroute_requests_in_flight", "Client requests in progress", ("stream",)
+)
+UPSTREAM_IN_FLIGHT = Gauge(
+    "omniroute_upstream_in_flight", "Upstream attempts in progress", ("provider",)
+)
+OVERHEAD = Histogram(
+    "omniroute_gateway_overhead_seconds",
+    "Total time minus upstream waits",
+    ("stream",),
+    buckets=OVERHEAD_BUCKETS,
+)
+REFUSALS = Counter(
+    "omniroute_refusals_total", "Gateway-side refusals by error code", ("code",)
+)
+CLIENT_DISCONNECTS = Counter(
+    "omniroute_client_disconnects_total", "Clients gone before completion", ("route",)
+)
+TOKENS = Counter(
+    "omniroute_tokens_total", "Tokens by kind", ("provider", "model", "kind")
+)
+COST = Counter(
+    "omniroute_cost_usd_total", "Billable cost in USD", ("provider", "model")
+)
+LOG_ROWS_DROPPED = Counter(
+    "omniroute_log_rows_dropped_total", "Log rows dropped", ("table", "reason")
+)
+LOG_BUFFER_ROWS = Gauge(
+    "omniroute_log_buffer_rows", "Rows waiting to be written", ("table",)
+)
+LOG_FLUSH_FAILURES = Counter(
+    "omniroute_log_flush_failures_total", "Failed flush transactions"
+)
+CONFIG_VERSION = Gauge("omniroute_config_version", "Config snapshot version in use")
+LABEL_OVERFLOW = Counter(
+    "omniroute_metrics_label_overflow_total",
+    "Label sets folded into other",
+    ("metric",),
+)
+
+_series: dict[str, set[tuple[str, ...]]] = {}
+
+
+def _max_series() -> int:
+    try:
+        return int(os.environ.get("OMNIROUTE_METRICS_MAX_SERIES", "5000"))
+    except ValueError:
+        return 5000
+
+
+_MAX_SERIES = _max_series()
+
+
+def bounded(metric: Any, *values: str) -> Any:
+    """``metric.labels(*values)``; label sets past the cap fold into ``other``."""
+    name = metric._name
+    seen = _series.setdefault(name, set())
+    if values not in seen:
+        if len(seen) >= _MAX_SERIES:
+            LABEL_OVERFLOW.labels(name).inc()
+            return metric.labels(*("other" for _ in values))
+        seen.add(values)
+    return metric.labels(*values)

@@ -1,0 +1,220 @@
+"""Request/attempt log writer: never blocks a response (spec 06 §1.5).
+
+``record(request_row, attempt_rows)`` is called once per request at its end and only
+does ``put_nowait`` into a bounded per-process queue.  A daemon thread writes batches
+every ``OMNIROUTE_LOG_FLUSH_MS`` (or at 500 waiting requests) in one transaction,
+request rows first; inserts ignore primary-key conflicts so a retried batch never
+duplicates.  A failed batch stays and is retried after 1, 2, 4, 8, 16, then every
+30 s.  A full queue drops the new request (counted).  ``shutdown()`` flushes with a
+10 s deadline and spills what it cannot write to ``<data dir>/log-spill/*.jsonl``,
+which ``import_spill_files()`` loads (idempotently) at the next start.
+
+With ``OMNIROUTE_LOG_SYNC=true`` (tests) ``record_now`` writes inside the request.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+
+from telemetry import metrics
+from telemetry.models import AttemptLog, RequestLog
+
+logger = logging.getLogger(__name__)
+
+BATCH_REQUESTS = 500
+RETRY_DELAYS_SECONDS = (1, 2, 4, 8, 16, 30)
+SHUTDOWN_DEADLINE_SECONDS = 10.0
+
+
+@dataclass(slots=True)
+class _Entry:
+    request: dict[str, Any]
+    attempts: list[dict[str, Any]]
+
+
+def write_rows(entries: Iterable[_Entry]) -> None:
+    """One transaction: request rows first, then their attempts."""
+    items = list(entries)
+    requests = [RequestLog(**e.request) for e in items]
+    attempts = [AttemptLog(**a) for e in items for a in e.attempts]
+    with transaction.atomic():
+        RequestLog.objects.bulk_create(requests, ignore_conflicts=True)
+        if attempts:
+            AttemptLog.objects.bulk_create(attempts, ignore_conflicts=True)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self._queue: queue.Queue[_Entry] | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pending: list[_Entry] = []
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> queue.Queue[_Entry]:
+        if self._queue is None:
+            with self._lock:
+                if self._queue is None:
+                    self._queue = queue.Queue(
+                        maxsize=settings.OMNIROUTE_LOG_BUFFER_ROWS
+                    )
+                    self._start()
+        return self._queue
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="omniroute-log-writer", daemon=True
+        )
+        self._thread.start()
+        atexit.register(self.shutdown)
+
+    def record(self, request: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+        """Queue one request and its attempts; drops (and counts) when full."""
+        buffer = self._ensure()
+        try:
+            buffer.put_nowait(_Entry(request, attempts))
+        except queue.Full:
+            metrics.LOG_ROWS_DROPPED.labels("request_log", "buffer_full").inc()
+            if attempts:
+                metrics.LOG_ROWS_DROPPED.labels("attempt_log", "buffer_full").inc(
+                    len(attempts)
+                )
+            return
+        if buffer.qsize() >= BATCH_REQUESTS:
+            self._wake.set()
+
+    def _drain(self) -> list[_Entry]:
+        buffer = self._ensure()
+        batch = self._pending
+        self._pending = []
+        while len(batch) < BATCH_REQUESTS:
+            try:
+                batch.append(buffer.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _run(self) -> None:
+        failures = 0
+        interval = settings.OMNIROUTE_LOG_FLUSH_MS / 1000
+        while not self._stop.is_set():
+            delay = (
+                interval
+                if failures == 0
+                else RETRY_DELAYS_SECONDS[min(failures, len(RETRY_DELAYS_SECONDS)) - 1]
+            )
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            failures = 0 if self.flush_once() else failures + 1
+
+    def flush_once(self) -> bool:
+        """Write one batch; on failure keep it for the next try.  True on success."""
+        with self._lock:
+            batch = self._drain()
+            if not batch:
+                return True
+            try:
+                write_rows(batch)
+            except Exception:
+                # Any DB failure: keep the rows, count, retry with backoff.
+                logger.exception(
+                    "request log flush failed; %d requests kept", len(batch)
+                )
+                metrics.LOG_FLUSH_FAILURES.inc()
+                self._pending = batch + self._pending
+                return False
+            finally:
+                close_old_connections()
+                metrics.LOG_BUFFER_ROWS.labels("request_log").set(self.waiting())
+        return True
+
+    def waiting(self) -> int:
+        size = self._queue.qsize() if self._queue is not None else 0
+        return size + len(self._pending)
+
+    def shutdown(self) -> None:
+        """Final flush with a deadline; spill what cannot be written."""
+        if self._queue is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        deadline = time.monotonic() + SHUTDOWN_DEADLINE_SECONDS
+        while self.waiting() and time.monotonic() < deadline:
+            if not self.flush_once():
+                time.sleep(0.5)
+        if self.waiting():
+            self._spill()
+
+    def _spill(self) -> None:
+        with self._lock:
+            batch = self._drain() + self._drain_all()
+        if not batch:
+            return
+        folder = Path(settings.OMNIROUTE_DATA_DIR) / "log-spill"
+        node = settings.OMNIROUTE_NODE.replace(":", "-")
+        path = folder / f"{node}-{int(time.time() * 1000)}.jsonl"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with path.open("w", encoding="utf-8") as handle:
+                for entry in batch:
+                    line = {"request": entry.request, "attempts": entry.attempts}
+                    handle.write(json.dumps(line, default=str) + "\n")
+        except OSError:
+            logger.exception("could not spill %d log rows", len(batch))
+            metrics.LOG_ROWS_DROPPED.labels("request_log", "shutdown").inc(len(batch))
+
+    def _drain_all(self) -> list[_Entry]:
+        rest: list[_Entry] = []
+        while self._queue is not None:
+            try:
+                rest.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return rest
+
+
+def import_spill_files() -> int:
+    """Load spill files left by an earlier shutdown; idempotent by primary key."""
+    folder = Path(settings.OMNIROUTE_DATA_DIR) / "log-spill"
+    if not folder.is_dir():
+        return 0
+    count = 0
+    for path in sorted(folder.glob("*.jsonl")):
+        entries = [
+            _Entry(data["request"], data["attempts"])
+            for data in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+        ]
+        write_rows(entries)
+        path.unlink()
+        count += len(entries)
+    return count
+
+
+recorder = Recorder()
+
+
+def record(request: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+    recorder.record(request, attempts)
+
+
+def record_now(request: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+    """Synchronous write (``OMNIROUTE_LOG_SYNC``); call from a worker thread."""
+    try:
+        write_rows([_Entry(request, attempts)])
+    finally:
+        close_old_connections()

@@ -1,0 +1,74 @@
+"""The one sanitiser for stored, published or returned messages (spec 06 §1.4).
+
+Replaces configured provider secrets, ``Bearer <token>``, anything shaped like an API
+key (``sk-``/``sk-or-`` + 16 or more key characters) and ``key=``/``api_key=``/
+``token=`` query values with ``***``; removes control characters; cuts to 1 000
+characters.  Also a logging filter that applies it to every record.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+
+MAX_MESSAGE_CHARS = 1000
+_MIN_SECRET = 4  # shorter values would mask ordinary words
+_PATTERNS = (
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"),
+    re.compile(r"\bsk-(?:or-)?[A-Za-z0-9_-]{16,}"),
+    re.compile(r"(?i)\b((?:api_)?key|token)=[^&\s\"']+"),
+    re.compile(
+        r"(?i)(x-api-key|api-key|authorization|proxy-authorization|cookie)"
+        r"(['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"
+    ),
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_secrets: tuple[str, ...] = ()
+
+
+def set_known_secrets(values: Iterable[str | None]) -> None:
+    """Provider secrets to mask (refreshed with each routing table)."""
+    global _secrets
+    _secrets = tuple(
+        sorted(
+            {v for v in values if v and len(v) >= _MIN_SECRET}, key=len, reverse=True
+        )
+    )
+
+
+def _mask(match: re.Match[str]) -> str:
+    text = match.group(0)
+    if text.lower().startswith("bearer"):
+        return "Bearer ***"
+    if "=" in text and not text.lower().startswith(
+        ("x-api", "api-key", "auth", "proxy", "cookie")
+    ):
+        return text.split("=", 1)[0] + "=***"
+    if match.lastindex and match.lastindex >= 2:  # noqa: PLR2004
+        return f"{match.group(1)}{match.group(2)}***"
+    return "***"
+
+
+def sanitize(message: object, *, limit: int = MAX_MESSAGE_CHARS) -> str:
+    text = str(message)
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    for pattern in _PATTERNS:
+        text = pattern.sub(_mask, text)
+    text = _CONTROL.sub("", text)
+    return text[:limit]
+
+
+class RedactingFilter(logging.Filter):
+    """Applies ``sanitize`` to every log record's rendered message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True
+        record.msg = sanitize(message, limit=10_000)
+        record.args = None
+        return True
