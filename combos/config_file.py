@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import re
+
 import yaml
 from django.db import transaction
 
@@ -72,9 +74,26 @@ class ConfigFileError(Exception):
         self.problems = problems
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 minus its extra booleans: only true/false are booleans, so the
+    ``on:`` key of ``failover_defaults`` (spec 02 §13) stays a string and a
+    ``yes``/``no`` value is rejected instead of silently becoming a bool."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
 def load_yaml(text: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigFileError([Problem("", f"not valid YAML: {exc}")]) from exc
     if data is None:

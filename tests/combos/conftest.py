@@ -1,0 +1,133 @@
+"""Builders for control-plane tests: providers, combos, keys, personas and clients.
+
+Rows are written through the same services the admin, the REST API and
+``import_config`` use, so a builder never creates a row those paths would refuse.
+The default world is the one of spec 03 §10: providers ``pa`` (connections ``main``
+and ``backup``), ``pb`` and ``pc`` (connection ``main``), models ``pa/m1``,
+``pb/m2`` and ``pc/m3``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from combos import services
+from combos.api_auth import issue_admin_token
+from combos.models import ApiKey, Combo
+from providers.models import Connection, Provider, ProviderModel
+
+
+@pytest.fixture
+def make_provider() -> Callable[..., Provider]:
+    def make(
+        slug: str = "pa",
+        *,
+        kind: str = "openai",
+        base_url: str = "http://127.0.0.1:9/v1",
+        connections: tuple[str, ...] = ("main",),
+        models: tuple[str, ...] = ("m1",),
+        api_key: str | None = None,
+    ) -> Provider:
+        provider = Provider.objects.create(slug=slug, kind=kind, base_url=base_url)
+        for priority, name in enumerate(connections):
+            connection = Connection(provider=provider, name=name, priority=priority)
+            connection.set_api_key(api_key)
+            connection.save()
+        for position, model_id in enumerate(models):
+            ProviderModel.objects.create(
+                provider=provider, model_id=model_id, position=position
+            )
+        return provider
+
+    return make
+
+
+@pytest.fixture
+def world(make_provider: Callable[..., Provider]) -> dict[str, Provider]:
+    return {
+        "pa": make_provider("pa", connections=("main", "backup"), models=("m1",)),
+        "pb": make_provider("pb", connections=("main",), models=("m2",)),
+        "pc": make_provider("pc", connections=("main",), models=("m3",)),
+    }
+
+
+@pytest.fixture
+def make_combo() -> Callable[..., Combo]:
+    def make(
+        name: str = "team",
+        *,
+        strategy: str = "priority",
+        targets: list[dict[str, Any]] | None = None,
+        config: dict[str, Any] | None = None,
+        active: bool = True,
+    ) -> Combo:
+        data = {
+            "name": name,
+            "strategy": strategy,
+            "active": active,
+            "targets": [{"model": "pa/m1"}] if targets is None else targets,
+            "config": config or {},
+        }
+        return services.save_combo(data).instance
+
+    return make
+
+
+@pytest.fixture
+def make_api_key() -> Callable[..., tuple[ApiKey, str | None]]:
+    def make(name: str = "ci", **fields: Any) -> tuple[ApiKey, str | None]:
+        result = services.save_api_key({"name": name, **fields})
+        return result.instance, result.plaintext_key
+
+    return make
+
+
+@pytest.fixture
+def superuser(django_user_model: type[User]) -> User:
+    return django_user_model.objects.create_superuser(
+        "root", "root@example.com", "pw-root"
+    )
+
+
+@pytest.fixture
+def staff_user(django_user_model: type[User]) -> User:
+    """Staff without any model permission."""
+    return django_user_model.objects.create_user(
+        "staff", "staff@example.com", "pw-staff", is_staff=True
+    )
+
+
+@pytest.fixture
+def plain_user(django_user_model: type[User]) -> User:
+    return django_user_model.objects.create_user("plain", "plain@example.com", "pw")
+
+
+@pytest.fixture
+def superuser_client(superuser: User) -> Client:
+    client = Client()
+    client.force_login(superuser)
+    return client
+
+
+@pytest.fixture
+def staff_client(staff_user: User) -> Client:
+    client = Client()
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def anonymous_client() -> Client:
+    return Client()
+
+
+@pytest.fixture
+def token_client(superuser: User) -> Client:
+    """The REST API with an admin token instead of a session."""
+    token = issue_admin_token(superuser, "tests")
+    return Client(headers={"authorization": f"Bearer {token}"})

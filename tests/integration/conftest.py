@@ -1,0 +1,250 @@
+"""A real gateway process (uvicorn, embedded SQLite) and a real mock upstream.
+
+The gateway is configured the way the black-box suite configures it: ``manage.py
+import_config`` on its own data directory, then requests over HTTP.  Each
+``apply()`` waits until the running gateway reports the new config version.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from providers.mock_upstream import RunningMock, start_in_thread
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY_ALL = "sk-or-test-all-000000000000000000000000000000000"
+KEY_PA_ONLY = "sk-or-test-pa-only-0000000000000000000000000000"
+KEY_DISABLED = "sk-or-test-disabled-000000000000000000000000000"
+KEY_EXPIRED = "sk-or-test-expired-0000000000000000000000000000"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Gateway:
+    def __init__(self, data_dir: Path, port: int, env: dict[str, str]) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.env = env
+        self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / "gateway.log"
+
+    def manage(
+        self, *args: str, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def start(self) -> None:
+        result = self.manage("migrate", "--noinput", "-v0")
+        assert result.returncode == 0, result.stderr
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "omniroute_site.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--lifespan",
+                    "on",
+                    "--no-access-log",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"gateway did not start:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def db(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.data_dir / "omniroute.sqlite3", timeout=5)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def config_version(self) -> int:
+        with self.db() as conn:
+            row = conn.execute(
+                "select version from providers_configrevision"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def served_version(self) -> int:
+        text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        match = re.search(r"^omniroute_config_version (\S+)$", text, re.M)
+        return int(float(match.group(1))) if match else -1
+
+    def apply(self, yaml_text: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """import_config, then wait (≤ 2 s, the spec's bound) until it is served."""
+        result = self.manage("import_config", "-", *args, stdin=yaml_text)
+        if result.returncode != 0:
+            return result
+        self.wait_for_version(self.config_version())
+        return result
+
+    def wait_for_version(self, version: int, timeout: float = 2.0) -> float:
+        started = time.monotonic()
+        while self.served_version() < version:
+            if time.monotonic() - started > timeout:
+                raise AssertionError(f"config v{version} not served within {timeout}s")
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+    def requests_log(self, where: str = "1=1", *params: Any) -> list[sqlite3.Row]:
+        with self.db() as conn:
+            return conn.execute(
+                f"select * from telemetry_requestlog where {where} order by created_at",
+                params,
+            ).fetchall()
+
+    def attempts_log(self, request_id: str) -> list[sqlite3.Row]:
+        with self.db() as conn:
+            return conn.execute(
+                "select * from telemetry_attemptlog where request_id = ? "
+                "order by attempt_no",
+                (request_id.replace("-", ""),),
+            ).fetchall()
+
+
+def base_config(mock_url: str) -> str:
+    return f"""
+providers:
+  - slug: pa
+    kind: openai
+    base_url: {mock_url}
+    connections:
+      - name: main
+        api_key: sk-upstream-secret-pa-1234567890
+    models:
+      - id: m1
+        input_cost: 0.05
+        output_cost: 0.40
+        context_window: 400000
+  - slug: pb
+    kind: openai
+    base_url: {mock_url}
+    connections:
+      - name: main
+        api_key: sk-upstream-secret-pb-1234567890
+    models:
+      - id: m2
+        input_cost: 0.15
+        output_cost: 0.60
+  - slug: pc
+    kind: anthropic
+    base_url: {mock_url}
+    connections:
+      - name: main
+        api_key: sk-ant-upstream-secret-pc-123456
+    models:
+      - id: m3
+combos:
+  - name: team
+    strategy: priority
+    targets:
+      - model: pa/m1
+      - model: pb/m2
+api_keys:
+  - name: all
+    key: {KEY_ALL}
+  - name: pa-only
+    key: {KEY_PA_ONLY}
+    allowed_models: ["pa/*"]
+  - name: disabled
+    key: {KEY_DISABLED}
+    active: false
+  - name: expired
+    key: {KEY_EXPIRED}
+    expires_at: 2020-01-01T00:00:00Z
+"""
+
+
+@pytest.fixture(scope="session")
+def mock() -> Iterator[RunningMock]:
+    with start_in_thread() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def gateway(mock: RunningMock) -> Iterator[Gateway]:
+    data_dir = Path(tempfile.mkdtemp(prefix="omniroute-it-"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_"))
+    }
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",
+            "OMNIROUTE_DATA_DIR": str(data_dir),
+            "OMNIROUTE_CONFIG_POLL_MS": "200",
+            "OMNIROUTE_LOG_SYNC": "true",
+            "OMNIROUTE_LOG_FLUSH_MS": "100",
+            "OMNIROUTE_MAX_BODY_BYTES": "65536",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    instance = Gateway(data_dir, free_port(), env)
+    instance.start()
+    result = instance.apply(base_config(mock.url))
+    assert result.returncode == 0, result.stderr
+    yield instance
+    instance.stop()
+
+
+@pytest.fixture
+def upstream(mock: RunningMock) -> Iterator[RunningMock]:
+    mock.reset()
+    yield mock
+    mock.reset()
+
+
+@pytest.fixture
+def client(gateway: Gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=gateway.url, timeout=30, headers={"Authorization": f"Bearer {KEY_ALL}"}
+    ) as http:
+        yield http
