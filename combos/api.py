@@ -14,8 +14,8 @@ from django.db import transaction
 from django.db.models import Model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import status, viewsets
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import exceptions, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -39,8 +39,23 @@ from providers.validation import (
 )
 
 _SCHEMA = extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
-_ACTIONS = ("list", "retrieve", "create", "update", "partial_update", "destroy")
-_ALL = dict.fromkeys(_ACTIONS, _SCHEMA)
+_BY_ID = extend_schema(
+    request=OpenApiTypes.OBJECT,
+    responses=OpenApiTypes.OBJECT,
+    parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+)
+_ALL = {
+    **dict.fromkeys(("list", "create"), _SCHEMA),
+    **dict.fromkeys(("retrieve", "update", "partial_update", "destroy"), _BY_ID),
+}
+SECRETS_PERMISSION = "providers.change_provider"  # spec 08 §5.3
+
+
+def _require_secrets_permission(request: Request, what: str) -> None:
+    if not request.user.has_perm(SECRETS_PERMISSION):
+        raise exceptions.PermissionDenied(
+            f"changing {what} needs the {SECRETS_PERMISSION} permission"
+        )
 
 
 def _warning(result: services.SaveResult, code: str) -> dict[str, Any] | None:
@@ -50,11 +65,11 @@ def _warning(result: services.SaveResult, code: str) -> dict[str, Any] | None:
     return None
 
 
-def _shadow_detail(message: str) -> dict[str, str]:
-    # "CODE: name (provider/model)"
+def _shadow_detail(message: str) -> dict[str, str | None]:
+    # "CODE: name (provider/model)"; a shadowed combo is "(/combo)", no provider.
     inside = message.rpartition("(")[2].rstrip(")")
     provider, _, model = inside.partition("/")
-    return {"modelId": model or inside, "providerId": provider}
+    return {"modelId": model or inside, "providerId": provider or None}
 
 
 @extend_schema_view(**_ALL)
@@ -224,6 +239,9 @@ class ProviderViewSet(ConfigViewSet):
             clash = clash.exclude(pk=instance.pk)
         if clash.exists():
             raise services.ConfigInvalid([Problem("slug", "already exists")])
+        old_url = instance.base_url if instance is not None else ""
+        if clean["base_url"] != old_url:
+            _require_secrets_permission(self.request, "a provider's base_url")
         provider = instance or Provider()
         provider.slug, provider.kind = clean["slug"], clean["kind"]
         provider.base_url = clean["base_url"]
@@ -269,6 +287,8 @@ class ConnectionViewSet(ConfigViewSet):
                 [Problem("provider", f"unknown provider {slug!r}")]
             )
         clean = _checked(data, validate_connection)
+        if clean["api_key"]:
+            _require_secrets_permission(self.request, "a connection's secret")
         connection = instance or Connection(provider=provider, name=clean["name"])
         clash = Connection.objects.filter(provider=provider, name=clean["name"])
         if instance is not None:

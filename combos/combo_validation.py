@@ -350,15 +350,43 @@ def _target_key(target: dict[str, Any]) -> str:
     return f"{target.get('model')}@{target.get('connection') or '*'}"
 
 
-def reference_problem(index: ConfigIndex, name: str) -> tuple[int, str] | None:
-    """(target index, message) of the first cycle or over-deep chain from ``name``."""
+def reference_problem(
+    index: ConfigIndex, name: str, targets: list[dict[str, Any]] | None = None
+) -> tuple[int, str] | None:
+    """(target index, message) of the first cycle or over-deep chain through ``name``.
+
+    Chains are checked downwards from ``name`` and, once that is clean, from the
+    longest chain of combos referring to it, so extending a chain at its bottom is
+    caught too.  With ``targets`` (the combo's targets in declared order) the index
+    is that of the combo-ref target; without, it counts combo-refs only.
+    """
     start = name.lower()
-    _canonical, _strategy, refs = index.combos[start]
-    for position, ref in enumerate(refs):
-        found = _walk(index, [start, ref])
-        if found is not None:
-            return position, found
+    refs = index.combos[start][2]
+    above = _referrer_chain(index, start, frozenset())
+    for head in ([start], above):
+        for position, ref in enumerate(refs):
+            found = _walk(index, [*head, ref])
+            if found is not None:
+                return _target_index(targets, position), found
     return None
+
+
+def _target_index(targets: list[dict[str, Any]] | None, ref_position: int) -> int:
+    if targets is None:
+        return ref_position
+    positions = [i for i, t in enumerate(targets) if t.get("combo")]
+    return positions[ref_position] if ref_position < len(positions) else ref_position
+
+
+def _referrer_chain(index: ConfigIndex, name: str, seen: frozenset[str]) -> list[str]:
+    """The longest chain of referring combos ending at ``name`` (cycles cut)."""
+    longest: list[str] = []
+    for parent, (_canonical, _strategy, refs) in index.combos.items():
+        if name in refs and parent not in seen and parent != name:
+            chain = _referrer_chain(index, parent, seen | {name})
+            if len(chain) > len(longest):
+                longest = chain
+    return [*longest, name]
 
 
 def _walk(index: ConfigIndex, path: list[str]) -> str | None:
@@ -408,7 +436,7 @@ def validate_combo(  # noqa: C901
             targets.append(target)
     config = validate_config(data.get("config"), strategy, check, index, len(targets))
     if name is not None and name.lower() in index.combos and not check.problems:
-        found = reference_problem(index, name)
+        found = reference_problem(index, name, targets)
         if found is not None:
             position, message = found
             check.error(f"targets[{position}].combo", message)

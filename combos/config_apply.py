@@ -151,7 +151,8 @@ def _apply_combos(items: list[dict[str, Any]], report: ImportReport) -> None:
         old_targets = _target_rows(combo) if not created else []
         combo.name, combo.strategy = data["name"], data["strategy"]
         combo.active, combo.config = data["active"], data["config"]
-        combo.save()
+        if created or _fields(combo, names) != before:
+            combo.save()
         combos[data["name"].lower()] = (combo, created, before, old_targets)
     by_name = {c.name_lower: c for c in Combo.objects.all()}
     for data in items:  # pass 2: targets
@@ -253,6 +254,10 @@ def _apply_simple(plan: dict[str, Any], report: ImportReport) -> None:
         _upsert(report, "smart_routes", route, created, before, fields)
     if "settings" in plan:
         row = GatewaySettings.objects.filter(id=1).first()
+        if row is None and not plan["settings"]:
+            # No row means "all defaults": an empty block (as exported) changes nothing.
+            report.count("settings", "unchanged")
+            return
         created = row is None
         row = row or GatewaySettings(id=1)
         before = _fields(row, ("data",))

@@ -10,10 +10,9 @@ or ``"***"``, never in clear.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
-
-import re
 
 import yaml
 from django.db import transaction
@@ -93,7 +92,7 @@ _Loader.add_implicit_resolver(
 
 def load_yaml(text: str) -> dict[str, Any]:
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ConfigFileError([Problem("", f"not valid YAML: {exc}")]) from exc
     if data is None:
@@ -258,7 +257,7 @@ def _graph_check(
     for position, combo in enumerate(combos):
         name = combo.get("name")
         if isinstance(name, str) and name.lower() in index.combos:
-            found = reference_problem(index, name)
+            found = reference_problem(index, name, combo.get("targets") or [])
             if found is not None:
                 check.problems.append(
                     Problem(f"combos[{position}].targets[{found[0]}].combo", found[1])

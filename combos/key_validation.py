@@ -79,9 +79,7 @@ def validate_failover_defaults(  # noqa: C901, PLR0912
                 sub.error(where, "must be a non-empty model string")
             elif not index.resolves(model):
                 sub.error(where, f"unknown model '{model}'")
-            elif allowed is not None and not any(
-                compile_glob(g).fullmatch(model) for g in allowed
-            ):
+            elif allowed is not None and not _permitted(model, index, allowed):
                 sub.error(where, f"'{model}' is not permitted by allowed_models")
             elif _identity(model, index) in identities:
                 sub.error(where, f"duplicate of an earlier entry ('{model}')")
@@ -104,20 +102,22 @@ def validate_failover_defaults(  # noqa: C901, PLR0912
     return out
 
 
+def _permitted(model: str, index: ConfigIndex, allowed: list[str]) -> bool:
+    """Spec 03 §1.2: a glob matches the string as sent or its resolved form."""
+    resolved = index.resolved_name(model) or model
+    return any(
+        compile_glob(glob).fullmatch(model) or compile_glob(glob).fullmatch(resolved)
+        for glob in allowed
+    )
+
+
 def _identity(model: str, index: ConfigIndex) -> str:
-    lowered = model.lower()
-    if lowered.startswith("combo/"):
-        lowered = lowered[len("combo/") :]
-    if lowered in index.combos:
-        return f"combo:{lowered}"
-    try:
-        return parse_auto_id(model)
-    except UnknownAutoVariant:
-        pass
-    owner = index.bare_model_owner(model)
-    if "/" not in model and owner is not None:
-        return f"{owner[0].lower()}/{owner[1].lower()}"
-    return lowered
+    """Spec 02 §2 identity: ``combo:<name>``, the auto route id, ``provider/model``
+    or ``*/<id>`` (compared ignoring case)."""
+    resolved = (index.resolved_name(model) or model).lower()
+    if model.lower().removeprefix("combo/") in index.combos:
+        return f"combo:{resolved}"
+    return resolved
 
 
 def validate_api_key(
@@ -211,8 +211,14 @@ def validate_smart_route(
             check.error("alias", "must not contain whitespace")
         elif lowered == "auto" or lowered.startswith(("auto/", "combo/")):
             check.error("alias", "must not be auto, auto/… or combo/…")
-        elif lowered in index.combos or index.bare_model_owner(alias) is not None:
-            check.warn("alias", f"SMART_ALIAS_SHADOWS_MODEL: {alias}")
+        elif lowered in index.combos:
+            # Same text shape as COMBO_NAME_SHADOWS_MODEL; a combo has no provider.
+            shadowed = index.combos[lowered][0]
+            check.warn("alias", f"SMART_ALIAS_SHADOWS_MODEL: {alias} (/{shadowed})")
+        elif (owner := index.bare_model_owner(alias)) is not None:
+            check.warn(
+                "alias", f"SMART_ALIAS_SHADOWS_MODEL: {alias} ({owner[0]}/{owner[1]})"
+            )
     out: dict[str, Any] = {"alias": alias}
     for tier in ("easy", "hard"):
         target = check.string(data, tier, required=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 from typing import Any
@@ -38,25 +39,25 @@ def usage_numbers(usage: dict[str, Any] | None) -> tuple[int, int, int, int] | N
     """(prompt, completion, cached, cache_write) from an OpenAI-named usage object."""
     if not isinstance(usage, dict):
         return None
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
-    if not isinstance(prompt, int) and not isinstance(completion, int):
+    prompt = _count(usage.get("prompt_tokens"))
+    completion = _count(usage.get("completion_tokens"))
+    if prompt is None and completion is None:
         return None
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    write = usage.get("cache_creation_input_tokens")
-    return (
-        prompt if isinstance(prompt, int) else 0,
-        completion if isinstance(completion, int) else 0,
-        cached if isinstance(cached, int) else 0,
-        write if isinstance(write, int) else 0,
-    )
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    write = _count(usage.get("cache_creation_input_tokens"))
+    return (prompt or 0, completion or 0, cached or 0, write or 0)
+
+
+def _count(value: Any) -> int | None:
+    """A token count: a non-negative JSON integer (``true`` is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     """``R_in`` (spec 03 §3) plus tools/4; base64 image data never counts."""
-    import json
-
     images = 0
     stripped: list[Any] = []
     for message in body.get("messages") or []:

@@ -9,7 +9,6 @@ Everything it sends comes from ``gateway.chat``; it only adapts replies to ASGI.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -119,7 +118,7 @@ async def _serve(ctx: ChatContext, body: bytes, send: Send, persist: Persist) ->
 
 
 async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None:
-    gauge = metrics.REQUESTS_IN_FLIGHT.labels("true")
+    gauge = metrics.bounded(metrics.REQUESTS_IN_FLIGHT, "true")
     gauge.inc()
     try:
         await send(
@@ -156,7 +155,7 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     try:
         body = await read_body(receive, limit, declared)
     except BodyTooLarge:
-        metrics.REFUSALS.labels("body_too_large").inc()
+        metrics.bounded(metrics.REFUSALS, "body_too_large").inc()
         await send_json(
             send,
             error_reply(
@@ -174,15 +173,65 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     ctx = ChatContext(
         endpoint=scope["path"], headers=headers, table=table, record=persist
     )
-    reply = asyncio.create_task(_serve(ctx, body, send, persist))
-    gone = asyncio.create_task(wait_for_disconnect(receive))
+    await _serve_watched(ctx, body, receive, send, persist)
+
+
+class _Watch:
+    """Cancels the serving task the moment the client disconnects."""
+
+    __slots__ = ("gone", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.gone = False
+
+    async def __call__(self, receive: Receive) -> None:
+        await wait_for_disconnect(receive)
+        self.gone = True
+        self.task.cancel()
+
+
+async def _serve_watched(
+    ctx: ChatContext, body: bytes, receive: Receive, send: Send, persist: Persist
+) -> None:
+    """Serve in this task; one watcher task turns a disconnect into a cancel."""
+    current = asyncio.current_task()
+    assert current is not None
+    watch = _Watch(current)
+    watcher = asyncio.create_task(watch(receive))
+    sent = _SendTracker(send)
     try:
-        await asyncio.wait({reply, gone}, return_when=asyncio.FIRST_COMPLETED)
+        await _serve(ctx, body, sent, persist)
+    except asyncio.CancelledError:
+        if not watch.gone:
+            raise
+        current.uncancel()  # the client left; nothing more to send
+    except (ConnectionError, OSError):
+        pass  # the socket broke while sending; the run is recorded below
+    except Exception:
+        logger.exception("unhandled error while serving %s", ctx.endpoint)
+        if not sent.started:
+            await send_json(
+                send,
+                error_reply(
+                    500,
+                    message="Internal gateway error",
+                    error_type="api_error",
+                    code="internal_error",
+                ),
+            )
     finally:
-        for task in (reply, gone):
-            task.cancel()
-        await asyncio.wait({reply, gone})
+        watcher.cancel()
         await persist.flush(inline=False)
-    if not reply.cancelled():
-        with contextlib.suppress(ConnectionError, OSError):
-            reply.result()
+
+
+class _SendTracker:
+    __slots__ = ("send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = True
+        await self.send(message)

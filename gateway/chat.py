@@ -84,7 +84,7 @@ class StreamReply:
 def _refusal(
     ctx: ChatContext, exc: RequestError | ChainError, run: RunRecord | None
 ) -> JSONReply:
-    metrics.REFUSALS.labels(exc.code).inc()
+    metrics.bounded(metrics.REFUSALS, exc.code).inc()
     reply = error_reply(
         exc.status,
         message=exc.message,
@@ -233,7 +233,7 @@ class AttemptLoop:
         started_wall = time.time()
         created = int(started_wall)
         client = upstream_client()
-        gauge = metrics.UPSTREAM_IN_FLIGHT.labels(target.provider.slug)
+        gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
         gauge.inc()
         try:
             if self.request.stream:
@@ -323,7 +323,7 @@ class AttemptLoop:
         )
         self.items.append(item)
         self.rec.add_attempt(target, item, started_wall, outcome)
-        metrics.FAILOVERS.labels(result_of(item.reason, item.detail)).inc()
+        metrics.bounded(metrics.FAILOVERS, result_of(item.reason, item.detail)).inc()
         if item.reason == "connection_error":
             self.failed_connections.add(
                 f"{target.provider.slug}@{target.connection.name}"
@@ -337,7 +337,7 @@ class AttemptLoop:
         reason = last.reason if last is not None else "none"
         source = self.chain[index].resolved.identity
         target = self.chain[index + 1].resolved.identity
-        metrics.MODEL_FAILOVERS.labels(source, target, reason or "none").inc()
+        metrics.bounded(metrics.MODEL_FAILOVERS, source, target, reason or "none").inc()
         logger.info(
             "model_failover %s",
             orjson.dumps(

@@ -240,11 +240,11 @@ class RunRecord:
         metrics.bounded(metrics.REQUEST_DURATION, self.route, stream).observe(duration)
         if self.ttft_s is not None:
             metrics.bounded(metrics.REQUEST_TTFT, self.route).observe(self.ttft_s)
-            metrics.OVERHEAD.labels(stream).observe(
+            metrics.bounded(metrics.OVERHEAD, stream).observe(
                 max(0.0, self.ttft_s - self.upstream_wait_s)
             )
         elif not self.stream:
-            metrics.OVERHEAD.labels(stream).observe(
+            metrics.bounded(metrics.OVERHEAD, stream).observe(
                 max(0.0, duration - self.upstream_wait_s)
             )
         if self.client_disconnected:

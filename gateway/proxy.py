@@ -51,6 +51,11 @@ _RESET_ERRORS = (
 )
 _TIMEOUT_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
 _MAX_ERROR_BODY = 64 * 1024
+_HTTP_OK, _HTTP_REDIRECT = 200, 300
+
+
+def _is_success(status: int) -> bool:
+    return _HTTP_OK <= status < _HTTP_REDIRECT
 
 
 class UpstreamStatusError(Exception):
@@ -150,7 +155,7 @@ def _finish_json(
     created: int,
 ) -> None:
     status = response.status_code
-    if not 200 <= status < 300:  # noqa: PLR2004
+    if not _is_success(status):
         _fail_status(result, dialect, status, body, response.headers)
         return
     result.http_status = status
@@ -203,7 +208,7 @@ async def _events(
     ) as response:
         result.ttfb_s = time.perf_counter() - result.started
         result.http_status = response.status_code
-        if not 200 <= response.status_code < 300:  # noqa: PLR2004
+        if not _is_success(response.status_code):
             body = await response.aread()
             raise UpstreamStatusError(response.status_code, body, response.headers)
         decoder = SSEDecoder()

@@ -65,7 +65,9 @@ class RequestError(Exception):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChainEntry:
     model: str
-    param: str  # where the entry came from: "model", "models[1]", …
+    #: the field a resolution error names: "model", "models[1]" for a string entry,
+    #: "fallback_models[0].model" for an object entry (spec 02 §3 rows 12-14)
+    param: str
     timeout_ms: int | None = None
     first_token_timeout_ms: int | None = None
 
@@ -132,9 +134,7 @@ def _entry_list(body: dict[str, Any], name: str, limit: int) -> list[Any] | None
     return value
 
 
-def _entries(
-    listed: list[tuple[str, Any]],
-) -> list[ChainEntry]:
+def _check_entries(listed: list[tuple[str, Any]]) -> None:
     for param, entry in listed:  # row 5
         is_string = isinstance(entry, str) and entry != ""
         if not is_string and not isinstance(entry, dict):
@@ -150,13 +150,23 @@ def _entries(
                     f"{param}.model",
                     f"'{param}.model' must be a non-empty string",
                 )
-    return [_entry_object(param, entry) for param, entry in listed]
 
 
-def _entry_object(param: str, entry: Any) -> ChainEntry:
+def _chain_entry(
+    param: str,
+    entry: str | dict[str, Any],
+    timeouts: dict[str, int],
+    first: dict[str, int],
+) -> ChainEntry:
+    """A validated entry; an object entry's model is named ``<path>.model`` (row 12)."""
     if isinstance(entry, str):
         return ChainEntry(model=entry, param=param)
-    return ChainEntry(model=entry["model"], param=param)
+    return ChainEntry(
+        model=entry["model"],
+        param=f"{param}.model",
+        timeout_ms=timeouts.get(param),
+        first_token_timeout_ms=first.get(param),
+    )
 
 
 def _check_entry_keys(listed: list[tuple[str, Any]], redundancy: Any) -> None:
@@ -278,7 +288,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         listed = [(f"models[{i}]", entry) for i, entry in enumerate(models)]
     else:
         listed = [(f"fallback_models[{i}]", e) for i, e in enumerate(fallbacks or [])]
-    entries = _entries(listed)  # rows 5-6
+    _check_entries(listed)  # rows 5-6
     redundancy = body.get("redundancy", {})
     if "redundancy" in body and not isinstance(redundancy, dict):  # row 7
         raise _invalid("invalid_type", "redundancy", "'redundancy' must be an object")
@@ -288,15 +298,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         listed, redundancy, "first_token_timeout_ms", FIRST_TOKEN_MS_RANGE
     )
     on = _on(redundancy)  # row 11
-    entries = [
-        ChainEntry(
-            model=entry.model,
-            param=entry.param,
-            timeout_ms=timeouts.get(entry.param),
-            first_token_timeout_ms=first.get(entry.param),
-        )
-        for entry in entries
-    ]
+    entries = [_chain_entry(param, entry, timeouts, first) for param, entry in listed]
     if models is None:
         assert isinstance(model, str)
         entries.insert(0, ChainEntry(model=model, param="model"))

@@ -84,7 +84,7 @@ async def models_view(request: HttpRequest) -> HttpResponse:
     try:
         key = authenticate(headers, table, time.time())
     except RequestError as exc:
-        metrics.REFUSALS.labels(exc.code).inc()
+        metrics.bounded(metrics.REFUSALS, exc.code).inc()
         return _error(exc)
     data = {"object": "list", "data": model_list(table, key)}
     return HttpResponse(orjson.dumps(data), content_type="application/json")

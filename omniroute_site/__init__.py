@@ -1,0 +1,1 @@
+"""OmniRoute site wiring."""

@@ -231,3 +231,11 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
+
+# Celery (worker and beat in production; spec 08 §2.2).
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}

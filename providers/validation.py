@@ -63,22 +63,52 @@ class ConfigIndex:
 
     def resolves(self, text: str) -> bool:
         """Whether ``text`` names something spec 03 §1.1 can resolve (no health)."""
+        return self.resolved_name(text) is not None
+
+    def resolved_name(self, text: str) -> str | None:
+        """The resolved form of ``text`` (spec 03 §1.2), as the engine computes it:
+        a combo's canonical name, an auto route id, ``provider/model`` in catalog
+        spelling, or ``*/<id>`` for a bare id several providers serve; None when
+        ``text`` does not resolve (mappings and smart aliases aside)."""
         lowered = text.lower()
         if lowered in self.combos:
-            return True
+            return self.combos[lowered][0]
         if lowered.startswith("combo/"):
-            return lowered[len("combo/") :] in self.combos
+            entry = self.combos.get(lowered[len("combo/") :])
+            return entry[0] if entry else None
         if is_auto_id(text):
             try:
-                parse_auto_id(text)
+                return parse_auto_id(text)
             except UnknownAutoVariant:
-                return False
-            return True
+                return None
+        return self._model_form(text)
+
+    def _model_form(self, text: str) -> str | None:
+        """Steps 6-7 of spec 03 §1.1: ``provider/model``, else a bare id."""
         slug, sep, rest = text.partition("/")
-        if sep and slug.lower() in self.providers:
-            models = self.providers[slug.lower()][2]
-            return rest in models or any(m.lower() == rest.lower() for m in models)
-        return self.bare_model_owner(text) is not None
+        if sep and rest and slug.lower() in self.providers:
+            canonical, _conns, models = self.providers[slug.lower()]
+            model = _catalog_spelling(models, rest)
+            return f"{canonical}/{model}" if model else None
+        owners = [
+            (canonical, model)
+            for canonical, _conns, models in sorted(
+                self.providers.values(), key=lambda entry: entry[0].lower()
+            )
+            if (model := _catalog_spelling(models, text)) is not None
+        ]
+        if not owners:
+            return None
+        canonical, model = owners[0]
+        return f"{canonical}/{model}" if len(owners) == 1 else f"*/{model}"
+
+
+def _catalog_spelling(models: set[str], name: str) -> str | None:
+    """Exact id, else the one id equal ignoring case (spec 03 §1.1, steps 6-7)."""
+    if name in models:
+        return name
+    folded = [m for m in models if m.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else None
 
 
 class Checker:
@@ -90,8 +120,8 @@ class Checker:
         self.warnings: list[Problem] = []
 
     def path(self, name: str) -> str:
-        if not self.base:
-            return name
+        if not self.base or not name:
+            return self.base or name
         return f"{self.base}{name}" if name.startswith("[") else f"{self.base}.{name}"
 
     def error(self, name: str, message: str) -> None:

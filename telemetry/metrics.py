@@ -96,7 +96,8 @@ LABEL_OVERFLOW = Counter(
     ("metric",),
 )
 
-_series: dict[str, set[tuple[str, ...]]] = {}
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+_counts: dict[int, int] = {}
 
 
 def _max_series() -> int:
@@ -110,12 +111,24 @@ _MAX_SERIES = _max_series()
 
 
 def bounded(metric: Any, *values: str) -> Any:
-    """``metric.labels(*values)``; label sets past the cap fold into ``other``."""
-    name = metric._name
-    seen = _series.setdefault(name, set())
-    if values not in seen:
-        if len(seen) >= _MAX_SERIES:
-            LABEL_OVERFLOW.labels(name).inc()
-            return metric.labels(*("other" for _ in values))
-        seen.add(values)
-    return metric.labels(*values)
+    """``metric.labels(*values)``; label sets past the cap fold into ``other``.
+
+    Children are cached, so the hot path pays one dict lookup per update.
+    """
+    key = (id(metric), values)
+    child = _children.get(key)
+    if child is not None:
+        return child
+    count = _counts.get(id(metric), 0)
+    if count >= _MAX_SERIES:
+        LABEL_OVERFLOW.labels(metric._name).inc()
+        return metric.labels(*("other" for _ in values))
+    _counts[id(metric)] = count + 1
+    child = _children[key] = metric.labels(*values)
+    return child
+
+
+def forget_series() -> None:
+    """Drop cached children (series of removed providers go at the next reload)."""
+    _children.clear()
+    _counts.clear()

@@ -2,7 +2,8 @@
 
 Replaces configured provider secrets, ``Bearer <token>``, anything shaped like an API
 key (``sk-``/``sk-or-`` + 16 or more key characters) and ``key=``/``api_key=``/
-``token=`` query values with ``***``; removes control characters; cuts to 1 000
+``token=`` query values (also ``access_token=``/``refresh_token=``) with ``***``;
+removes control characters (line breaks and tabs become a space); cuts to 1 000
 characters.  Also a logging filter that applies it to every record.
 """
 
@@ -14,16 +15,21 @@ from collections.abc import Iterable
 
 MAX_MESSAGE_CHARS = 1000
 _MIN_SECRET = 4  # shorter values would mask ordinary words
+_NAME_AND_SEPARATOR = 2  # header patterns capture the name and the separator
 _PATTERNS = (
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"),
     re.compile(r"\bsk-(?:or-)?[A-Za-z0-9_-]{16,}"),
-    re.compile(r"(?i)\b((?:api_)?key|token)=[^&\s\"']+"),
+    re.compile(r"(?i)\b((?:api_)?key|(?:access_|refresh_)?token)=[^&\s\"']+"),
     re.compile(
         r"(?i)(x-api-key|api-key|authorization|proxy-authorization|cookie)"
-        r"(['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"
+        # the value, with its auth scheme when there is one ("Basic <credentials>")
+        r"(['\"]?\s*[:=]\s*['\"]?)(?:(?:basic|bearer|digest|token)\s+)?[^\s'\",}]+"
     ),
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: line breaks and tabs become one space, so the words around them stay apart
+_BREAKS = re.compile(r"[\t\n\r\x0b\x0c]+")
+#: every other C0/C1 control character (and DEL) is removed
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _secrets: tuple[str, ...] = ()
 
 
@@ -45,19 +51,20 @@ def _mask(match: re.Match[str]) -> str:
         ("x-api", "api-key", "auth", "proxy", "cookie")
     ):
         return text.split("=", 1)[0] + "=***"
-    if match.lastindex and match.lastindex >= 2:  # noqa: PLR2004
+    if match.lastindex and match.lastindex >= _NAME_AND_SEPARATOR:
         return f"{match.group(1)}{match.group(2)}***"
     return "***"
 
 
 def sanitize(message: object, *, limit: int = MAX_MESSAGE_CHARS) -> str:
-    text = str(message)
+    # Control characters go first: one inside a secret would otherwise hide it from
+    # the masks below and reassemble it once removed.
+    text = _CONTROL.sub("", _BREAKS.sub(" ", str(message)))
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, "***")
     for pattern in _PATTERNS:
         text = pattern.sub(_mask, text)
-    text = _CONTROL.sub("", text)
     return text[:limit]
 
 

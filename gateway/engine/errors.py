@@ -14,8 +14,10 @@ request log read nothing else.  Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 
 
 class FailureReason(StrEnum):
@@ -87,15 +89,30 @@ _MODEL_MISSING = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _CONTEXT = re.compile(
-    r"context.{0,20}(length|window)|maximum context|too many tokens|"
+    r"context.{0,20}(length|window|limit)|maximum context|too many tokens|"
     r"prompt is too long|too long prompt|prompt too long|input is too long|"
     r"reduce the length|exceeds the context",
     re.IGNORECASE | re.DOTALL,
 )
 
-_STATUS_BAD_REQUEST = 400
-_STATUS_UNPROCESSABLE = 422
-_STATUS_TOO_MANY = 429
+_FIRST_SERVER_ERROR = 500
+#: 400/422 are read further: a missing model, a too-long context, or the request itself
+_REJECTIONS = frozenset({400, 422})
+_AUTH_FAILED = Classification(FailureReason.SERVER_ERROR, FailureDetail.AUTH_FAILED)
+_MODEL_GONE = Classification(FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND)
+#: statuses whose meaning needs no body (spec 02 §6.1)
+_BY_STATUS: Mapping[int, Classification] = MappingProxyType(
+    {
+        401: _AUTH_FAILED,
+        402: Classification(FailureReason.SERVER_ERROR, FailureDetail.PAYMENT_REQUIRED),
+        403: _AUTH_FAILED,
+        404: _MODEL_GONE,
+        408: Classification(FailureReason.TIMEOUT),
+        410: _MODEL_GONE,
+        413: Classification(FailureReason.CONTEXT_LENGTH),
+        429: Classification(FailureReason.RATE_LIMIT),
+    }
+)
 
 
 def classify_transport(failure: TransportFailure) -> Classification:
@@ -109,40 +126,33 @@ def classify_transport(failure: TransportFailure) -> Classification:
     return Classification(FailureReason.TIMEOUT)
 
 
-def classify_status(status: int, error: UpstreamError) -> Classification:  # noqa: PLR0911
+def classify_status(status: int, error: UpstreamError) -> Classification:
     """A non-2xx HTTP reply, with the upstream's error message already extracted."""
-    if status >= 500:  # noqa: PLR2004
+    if status >= _FIRST_SERVER_ERROR:
         return Classification(FailureReason.SERVER_ERROR)
-    if status == _STATUS_TOO_MANY:
-        return Classification(FailureReason.RATE_LIMIT)
-    if status in (401, 403):
-        return Classification(FailureReason.SERVER_ERROR, FailureDetail.AUTH_FAILED)
-    if status == 402:  # noqa: PLR2004
-        return Classification(
-            FailureReason.SERVER_ERROR, FailureDetail.PAYMENT_REQUIRED
-        )
-    if status in (404, 410):
-        return Classification(FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND)
-    if status == 408:  # noqa: PLR2004
-        return Classification(FailureReason.TIMEOUT)
-    if status == 413:  # noqa: PLR2004
-        return Classification(FailureReason.CONTEXT_LENGTH)
-    if status in (_STATUS_BAD_REQUEST, _STATUS_UNPROCESSABLE):
-        code = (error.code or "").lower()
-        if code == "model_not_found" or _MODEL_MISSING.search(error.message):
-            return Classification(
-                FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND
-            )
-        if code == "context_length_exceeded" or _CONTEXT.search(error.message):
-            return Classification(FailureReason.CONTEXT_LENGTH)
-        return Classification(FailureReason.INVALID_REQUEST)
-    if 300 <= status < 400 or status >= 400:  # noqa: PLR2004
-        # A redirect is never followed (spec 08 §5.3); like any other unlisted 4xx it is
-        # the upstream misbehaving, not the client.
-        return Classification(
-            FailureReason.SERVER_ERROR, FailureDetail.UNEXPECTED_STATUS
-        )
+    known = _BY_STATUS.get(status)
+    if known is not None:
+        return known
+    if status in _REJECTIONS:
+        return _classify_rejection(error)
+    # A redirect is never followed (spec 08 §5.3); like any other unlisted status it
+    # is the upstream misbehaving, not the client.
     return Classification(FailureReason.SERVER_ERROR, FailureDetail.UNEXPECTED_STATUS)
+
+
+def _classify_rejection(error: UpstreamError) -> Classification:
+    """A 400/422: the model is missing, the context is too long, or the request."""
+    code = (error.code or "").lower()
+    # An explicit error code outranks the wording of the message.
+    if code == "model_not_found":
+        return _MODEL_GONE
+    if code == "context_length_exceeded":
+        return Classification(FailureReason.CONTEXT_LENGTH)
+    if _MODEL_MISSING.search(error.message):
+        return _MODEL_GONE
+    if _CONTEXT.search(error.message):
+        return Classification(FailureReason.CONTEXT_LENGTH)
+    return Classification(FailureReason.INVALID_REQUEST)
 
 
 def classify_stream_error(error: UpstreamError) -> Classification:

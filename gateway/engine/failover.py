@@ -49,8 +49,12 @@ class Item:
     http_status: int | None = None
     connection: str | None = None
     calls: int = 1
-    #: seconds until a skipped target is usable again (for Retry-After), not reported
+    #: seconds until the target is usable again: a health skip's remaining block, or
+    #: a rate-limited attempt's cooldown (for Retry-After); not reported
     retry_after_s: float | None = None
+    #: a ``capability_mismatch`` skip's first unmet need as a request field (``tools``,
+    #: ``messages`` or ``response_format``, spec 02 §10 rule 4); not reported
+    unmet_param: str | None = None
     #: the upstream's error message and param, kept for rule 2; not reported
     upstream_message: str | None = None
     upstream_param: str | None = None
@@ -90,14 +94,28 @@ def should_continue(reason: str, on: tuple[str, ...]) -> bool:
     return reason in on
 
 
+BUSY_RETRY_AFTER_SECONDS = 1  # spec 02 §10 rule 3: a busy connection counts as 1 s
+
+
 def _ceil_seconds(value: float | None) -> int:
     return max(1, math.ceil(value or 1))
+
+
+def _wait(item: Item) -> float | None:
+    if item.retry_after_s is None and item.reason == "busy":
+        return BUSY_RETRY_AFTER_SECONDS
+    return item.retry_after_s
 
 
 def terminal(
     items: list[Item], *, cooldown_retry_after_s: float | None = None
 ) -> Terminal:
-    """Decide the all-failed answer (spec 02 §10 rules 2-7)."""
+    """Decide the all-failed answer (spec 02 §10 rules 2-7).
+
+    ``cooldown_retry_after_s`` is the time until the earliest cooldown of the tried
+    connections ends (rule 6); when it is not given, the rate-limited items'
+    ``retry_after_s`` are used.
+    """
     failed = [item for item in items if item.status == "failed"]
     last = failed[-1] if failed else None
     if last is not None and last.reason == FailureReason.INVALID_REQUEST:
@@ -123,12 +141,14 @@ def terminal(
     what = f"{last.model} \u2014 {last.reason}" if last is not None else "none"
     message = f"All {count} model attempt(s) failed (last: {what})"
     if failed and all(item.reason == FailureReason.RATE_LIMIT for item in failed):
+        waits = [cooldown_retry_after_s] if cooldown_retry_after_s is not None else []
+        waits = waits or [w for w in map(_wait, failed) if w is not None]
         return Terminal(
             status=429,
             error_type="rate_limit_error",
             code="all_models_failed",
             message=message,
-            retry_after_s=_ceil_seconds(cooldown_retry_after_s),
+            retry_after_s=_ceil_seconds(min(waits) if waits else None),
         )
     return Terminal(
         status=502,
@@ -141,9 +161,7 @@ def terminal(
 def _no_call(items: list[Item]) -> Terminal:
     health = [item for item in items if item.reason in HEALTH_SKIPS]
     if health or not items:
-        waits = [
-            item.retry_after_s for item in health if item.retry_after_s is not None
-        ]
+        waits = [wait for wait in map(_wait, health) if wait is not None]
         return Terminal(
             status=503,
             error_type="upstream_error",
@@ -159,10 +177,14 @@ def _no_call(items: list[Item]) -> Terminal:
             message="The request exceeds the context window of every candidate",
             param="messages",
         )
+    need = next(
+        (item.unmet_param for item in items if item.reason == "capability_mismatch"),
+        None,
+    )
     return Terminal(
         status=400,
         error_type="invalid_request_error",
         code="capability_mismatch",
         message="No candidate has a capability this request needs",
-        param="messages",
+        param=need or "messages",
     )

@@ -76,24 +76,64 @@ def is_allowed(key: KeyPolicy, sent: str, resolved: Resolved) -> bool:
     )
 
 
+def _refusal(entry: EntrySpec, problem: LookupError | ValueError) -> ChainError:
+    if isinstance(problem, UnknownAutoVariant):
+        return ChainError(400, "unknown_auto_variant", entry.param, str(problem))
+    return ChainError(
+        404,
+        "model_not_found",
+        entry.param,
+        f"The model '{entry.model}' does not exist",
+    )
+
+
+def _not_allowed(entry: EntrySpec) -> ChainError:
+    return ChainError(
+        403,
+        "model_not_allowed",
+        entry.param,
+        f"This API key is not allowed to use '{entry.model}'",
+    )
+
+
 def resolve_entry(table: RoutingTable, key: KeyPolicy, entry: EntrySpec) -> Resolved:
-    param = entry.param
+    """One entry through spec 02 §3 rows 12-14; raises ``ChainError``."""
     try:
         resolved = resolve(table, entry.model)
-    except UnknownAutoVariant as exc:
-        raise ChainError(400, "unknown_auto_variant", param, str(exc)) from exc
-    except ModelNotFound as exc:
-        raise ChainError(
-            404, "model_not_found", param, f"The model '{entry.model}' does not exist"
-        ) from exc
+    except (UnknownAutoVariant, ModelNotFound) as exc:
+        raise _refusal(entry, exc) from exc
     if not is_allowed(key, entry.model, resolved):
-        raise ChainError(
-            403,
-            "model_not_allowed",
-            param,
-            f"This API key is not allowed to use '{entry.model}'",
-        )
+        raise _not_allowed(entry)
     return resolved
+
+
+def resolve_entries(
+    table: RoutingTable, key: KeyPolicy, entries: tuple[EntrySpec, ...]
+) -> list[Slot]:
+    """Rows 12, 13 and 14 of spec 02 §3 in that order, each over every entry.
+
+    The first problem found is reported, so an unknown ``auto…`` id in a later entry
+    is reported before an unknown model in an earlier one (as for rows 1-11).
+    """
+    outcomes: list[Resolved | UnknownAutoVariant | ModelNotFound] = []
+    for entry in entries:
+        try:
+            outcomes.append(resolve(table, entry.model))
+        except (UnknownAutoVariant, ModelNotFound) as exc:
+            outcomes.append(exc)
+    for row in (UnknownAutoVariant, ModelNotFound):
+        for entry, outcome in zip(entries, outcomes, strict=True):
+            if isinstance(outcome, row):
+                raise _refusal(entry, outcome)
+    slots = [
+        Slot(entry=entry, resolved=outcome)
+        for entry, outcome in zip(entries, outcomes, strict=True)
+        if isinstance(outcome, Resolved)
+    ]
+    for slot in slots:
+        if not is_allowed(key, slot.entry.model, slot.resolved):
+            raise _not_allowed(slot.entry)
+    return slots
 
 
 def _defaults_chain(
@@ -103,12 +143,18 @@ def _defaults_chain(
     if defaults is None or not defaults.models:
         return None
     usable: list[Slot] = []
+    stale: list[str] = []
     for index, model in enumerate(defaults.models):
         spec = EntrySpec(model=model, param=f"failover_defaults.models[{index}]")
         try:
             usable.append(Slot(entry=spec, resolved=resolve_entry(table, key, spec)))
         except ChainError:
-            warnings.append(f"key {key.name}: dropping stale default entry '{model}'")
+            stale.append(f"'{model}'")
+    if stale:  # spec 02 §2: one line per request, naming the key and the entries
+        warnings.append(
+            f"key {key.name}: dropping stale failover default entries "
+            + ", ".join(stale)
+        )
     for index, slot in enumerate(usable):
         if slot.resolved.identity == first.resolved.identity:
             tail = usable[index + 1 :]
@@ -124,8 +170,13 @@ def build_chain(
     explicit: bool,
     warnings: list[str],
 ) -> list[Slot]:
-    """Resolve the chain (spec 02 §2 rules 1-4); duplicates collapse to the first."""
-    slots = [Slot(entry=e, resolved=resolve_entry(table, key, e)) for e in entries]
+    """Resolve the chain (spec 02 §2 rules 1-4); duplicates collapse to the first.
+
+    ``explicit`` is true for rules 1-2 (``models``, ``fallback_models``); otherwise the
+    key's ``failover_defaults`` may extend a single ``model`` (rule 3).  Stale default
+    entries are dropped and reported through ``warnings``, never to the client.
+    """
+    slots = resolve_entries(table, key, entries)
     if not explicit:
         slots = _defaults_chain(table, key, slots[0], warnings) or slots
     seen: set[str] = set()

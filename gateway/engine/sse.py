@@ -36,6 +36,8 @@ class SSEDecoder:
         self._pending_cr = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if not chunk:  # keeps a pending CR pending: its LF may be in the next chunk
+            return []
         if self._pending_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         self._pending_cr = False

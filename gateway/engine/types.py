@@ -13,7 +13,11 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from gateway.engine.globs import compile_glob
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+#: placeholder meaning "compile the glob from the pattern" (it never matches)
+_FROM_PATTERN: re.Pattern[str] = re.compile(r"(?!)")
 
 
 class Strategy(StrEnum):
@@ -133,7 +137,12 @@ class MappingInfo:
     pattern: str
     combo: str  # canonical combo name
     priority: int = 0
-    regex: re.Pattern[str] = field(default_factory=lambda: re.compile(r"(?!)"))
+    #: compiled from ``pattern`` unless given
+    regex: re.Pattern[str] = _FROM_PATTERN
+
+    def __post_init__(self) -> None:
+        if self.regex is _FROM_PATTERN:
+            object.__setattr__(self, "regex", compile_glob(self.pattern))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,12 +161,19 @@ class KeyPolicy:
     active: bool = True
     expires_at: float | None = None  # unix seconds
     allowed_models: tuple[str, ...] | None = None
+    #: compiled from ``allowed_models`` unless given; None = every model allowed
     allowed_regexes: tuple[re.Pattern[str], ...] | None = None
     rpm: int | None = None
     tpm: int | None = None
     budget_usd: float | None = None
     budget_period: str = "month"
     failover_defaults: FailoverDefaults | None = None
+
+    def __post_init__(self) -> None:
+        # An allow-list without its compiled form must not silently allow everything.
+        if self.allowed_models is not None and self.allowed_regexes is None:
+            regexes = tuple(compile_glob(glob) for glob in self.allowed_models)
+            object.__setattr__(self, "allowed_regexes", regexes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,7 +214,8 @@ class RoutingTable:
     combos: Mapping[str, ComboInfo] = field(
         default_factory=lambda: _EMPTY
     )  # by lower-cased name
-    mappings: tuple[MappingInfo, ...] = ()  # priority desc, then creation order
+    #: given in creation order (or already sorted); kept priority desc, then creation
+    mappings: tuple[MappingInfo, ...] = ()
     keys_by_digest: Mapping[str, KeyPolicy] = field(default_factory=lambda: _EMPTY)
     smart_routes: Mapping[str, SmartRouteInfo] = field(
         default_factory=lambda: _EMPTY
@@ -208,6 +225,12 @@ class RoutingTable:
         default_factory=lambda: _EMPTY
     )
     settings: GatewaySettings = field(default_factory=GatewaySettings)
+
+    def __post_init__(self) -> None:
+        # Spec 03 §1.1 step 4: priority descending, then creation order.  The sort is
+        # stable, so a tuple that is already in that order is kept as it is.
+        ordered = tuple(sorted(self.mappings, key=lambda m: -m.priority))
+        object.__setattr__(self, "mappings", ordered)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

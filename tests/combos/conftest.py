@@ -10,14 +10,17 @@ and ``backup``), ``pb`` and ``pc`` (connection ``main``), models ``pa/m1``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.test import Client
 
 from combos import services
 from combos.api_auth import issue_admin_token
+from combos.config_file import ConfigFileError, ImportReport, import_config
 from combos.models import ApiKey, Combo
 from providers.models import Connection, Provider, ProviderModel
 
@@ -131,3 +134,117 @@ def token_client(superuser: User) -> Client:
     """The REST API with an admin token instead of a session."""
     token = issue_admin_token(superuser, "tests")
     return Client(headers={"authorization": f"Bearer {token}"})
+
+
+# ---------------------------------------------------------------- config files
+
+SPEC07_EXAMPLE = Path(__file__).parent / "fixtures" / "spec07_example.yaml"
+SMALL_LITERAL_KEY = "sk-or-small-literal-key-000000000000"
+
+
+@pytest.fixture
+def spec07_yaml() -> str:
+    """The spec 07 example, completed so every reference resolves."""
+    return SPEC07_EXAMPLE.read_text("utf-8")
+
+
+@pytest.fixture
+def small_config() -> Callable[[], dict[str, Any]]:
+    """A fresh, valid config (as parsed YAML) with one of every kind of row."""
+
+    def make() -> dict[str, Any]:
+        return {
+            "providers": [
+                {
+                    "slug": "pa",
+                    "kind": "openai",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "connections": [{"name": "main", "api_key": "env:PA_KEY"}],
+                    "models": [{"id": "m1", "tier": "fast"}],
+                },
+                {
+                    "slug": "pb",
+                    "kind": "anthropic",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "connections": [{"name": "main", "api_key": "pb-literal-1234"}],
+                    "models": [{"id": "m2"}],
+                },
+            ],
+            "combos": [
+                {
+                    "name": "team",
+                    "strategy": "priority",
+                    "targets": [{"model": "pa/m1"}, {"model": "pb/m2"}],
+                    "config": {},
+                }
+            ],
+            "model_combo_mappings": [{"pattern": "gpt-*", "combo": "team"}],
+            "api_keys": [
+                {
+                    "name": "ci",
+                    "key": SMALL_LITERAL_KEY,
+                    "failover_defaults": {"models": ["pa/m1"]},
+                }
+            ],
+            "candidate_overrides": [
+                {"api_key": "ci", "channel": "coding", "exclude": ["pa/m1@main"]}
+            ],
+            "smart_routes": [{"alias": "normal", "easy": "pa/m1", "hard": "team"}],
+            "settings": {"breaker": {"open_seconds": 30}},
+        }
+
+    return make
+
+
+@pytest.fixture
+def import_data() -> Callable[..., ImportReport]:
+    """Import a parsed config (dumped to YAML first) or a YAML text."""
+
+    def run(data: dict[str, Any] | str, *, prune: bool = False) -> ImportReport:
+        text = data if isinstance(data, str) else yaml.safe_dump(data)
+        return import_config(text, prune=prune)
+
+    return run
+
+
+@pytest.fixture
+def import_problems() -> Callable[..., list[str]]:
+    """The problems an import reports (``[]`` when it succeeds)."""
+
+    def run(data: dict[str, Any] | str, *, prune: bool = False) -> list[str]:
+        text = data if isinstance(data, str) else yaml.safe_dump(data)
+        try:
+            import_config(text, prune=prune)
+        except ConfigFileError as exc:
+            return [str(p) for p in exc.problems]
+        return []
+
+    return run
+
+
+@pytest.fixture
+def combo_problems() -> Callable[..., list[str]]:
+    """The problems ``save_combo`` reports for ``data`` (``[]`` when it saves)."""
+
+    def run(data: dict[str, Any], instance: Combo | None = None) -> list[str]:
+        try:
+            services.save_combo(data, instance)
+        except services.ConfigInvalid as exc:
+            return [str(p) for p in exc.problems]
+        return []
+
+    return run
+
+
+@pytest.fixture
+def key_problems() -> Callable[..., list[str]]:
+    """The problems ``save_api_key`` reports for ``data`` (``[]`` when it saves)."""
+
+    def run(data: dict[str, Any], instance: ApiKey | None = None) -> list[str]:
+        try:
+            services.save_api_key(data, instance)
+        except services.ConfigInvalid as exc:
+            return [str(p) for p in exc.problems]
+        return []
+
+    return run

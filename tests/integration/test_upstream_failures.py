@@ -287,4 +287,5 @@ def test_client_disconnect_cancels_the_upstream_at_once(gateway, upstream):
         if rows:
             break
         time.sleep(0.1)
-    assert rows and rows[-1]["status"] == "client_closed"
+    assert rows
+    assert rows[-1]["status"] == "client_closed"
