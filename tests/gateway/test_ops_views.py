@@ -1,0 +1,64 @@
+"""Ops endpoints through Django's test client, against the real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_healthz_answers_while_the_process_is_up():
+    assert Client().get("/healthz").json() == {"status": "ok"}
+
+
+def test_readyz_is_ok_with_the_database_and_no_redis(settings):
+    settings.REDIS_URL = None
+    response = Client().get("/readyz")
+    assert (response.status_code, response.json()) == (
+        200,
+        {"status": "ok", "db": "ok"},
+    )
+
+
+def test_readyz_checks_a_configured_redis(settings):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "db": "ok", "redis": "ok"}
+
+
+def test_readyz_is_503_degraded_when_redis_is_unreachable(settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_dead_port()}/0"
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "degraded",
+        "db": "ok",
+        "redis": "unreachable",
+        "shared_state": "local",
+    }
+
+
+def test_readyz_keeps_200_when_redis_is_not_required(settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_dead_port()}/0"
+    settings.OMNIROUTE_READYZ_REQUIRE_REDIS = False
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["redis"] == "unreachable"
+
+
+def test_metrics_require_the_token_when_one_is_set(settings):
+    settings.OMNIROUTE_METRICS_TOKEN = "s3cret-token"
+    assert Client().get("/metrics").status_code == 401
+    ok = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token")
+    assert ok.status_code == 200
+    assert b"omniroute_requests_total" in ok.content
