@@ -89,6 +89,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -197,6 +198,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = OMNIROUTE_DATA_DIR / "static"
+# The admin's assets are served by WhiteNoise, straight from the apps in embedded mode
+# (no collectstatic needed) and from STATIC_ROOT in the image (spec 08 §2.2).
+WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
