@@ -97,21 +97,26 @@ class Persist:
         self.run = run
         run.emit_metrics()
 
-    async def flush(self, *, inline: bool) -> None:
+    async def flush(self) -> None:
+        """Queue the rows; with ``OMNIROUTE_LOG_SYNC`` write them before returning."""
         run, self.run = self.run, None
         if run is None:
             return
         request, attempts = run.rows()
-        if inline and settings.OMNIROUTE_LOG_SYNC:
-            await asyncio.to_thread(recorder.record_now, request, attempts)
-        else:
-            recorder.record(request, attempts)
+        if settings.OMNIROUTE_LOG_SYNC:
+            try:
+                await asyncio.to_thread(recorder.record_now, request, attempts)
+            except asyncio.CancelledError:
+                recorder.record(request, attempts)
+                raise
+            return
+        recorder.record(request, attempts)
 
 
 async def _serve(ctx: ChatContext, body: bytes, send: Send, persist: Persist) -> None:
     reply = await handle_chat(body, ctx)
     if isinstance(reply, JSONReply):
-        await persist.flush(inline=True)
+        await persist.flush()
         await send_json(send, reply)
         return
     await _send_stream(reply, send, persist)
@@ -133,7 +138,7 @@ async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None
     finally:
         gauge.dec()
         await reply.body.aclose()  # type: ignore[attr-defined]
-    await persist.flush(inline=True)
+    await persist.flush()
     await send({"type": "http.response.body", "body": b""})
 
 
@@ -222,7 +227,7 @@ async def _serve_watched(
             )
     finally:
         watcher.cancel()
-        await persist.flush(inline=False)
+        await persist.flush()
 
 
 class _SendTracker:

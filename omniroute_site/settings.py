@@ -201,6 +201,7 @@ STATIC_ROOT = OMNIROUTE_DATA_DIR / "static"
 # The admin's assets are served by WhiteNoise, straight from the apps in embedded mode
 # (no collectstatic needed) and from STATIC_ROOT in the image (spec 08 §2.2).
 WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
