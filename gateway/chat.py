@@ -50,7 +50,7 @@ from gateway.responses import (
     omniroute_headers,
     sse_frame,
 )
-from providers.http import upstream_client
+from providers.http import client_for
 from telemetry import metrics
 
 logger = logging.getLogger("omniroute.gateway")
@@ -232,7 +232,7 @@ class AttemptLoop:
         self.attempted.add(target.key)
         started_wall = time.time()
         created = int(started_wall)
-        client = upstream_client()
+        client = client_for(target.provider.kind)
         gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
         gauge.inc()
         try:

@@ -40,16 +40,30 @@ from gateway.engine.errors import (
     empty_stream,
 )
 from gateway.engine.sse import DONE, SSEDecoder
-
-_CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol)
-_RESET_ERRORS = (
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.LocalProtocolError,
-    httpx.ProxyError,
+from providers.upstream_client import (
+    UpstreamConnectError,
+    UpstreamPoolTimeout,
+    UpstreamReadTimeout,
 )
-_TIMEOUT_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
+from providers.upstream_client import UpstreamError as UpstreamTransportError
+
+Client = Any  # UpstreamClient, or httpx.AsyncClient for the in-process mock kind
+
+_CONNECT_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.UnsupportedProtocol,
+    UpstreamConnectError,
+)
+_TIMEOUT_ERRORS = (
+    httpx.ReadTimeout,
+    httpx.WriteTimeout,
+    httpx.PoolTimeout,
+    UpstreamReadTimeout,
+    UpstreamPoolTimeout,
+)
+#: every transport failure of either client; anything not connect/timeout is a reset
+TRANSPORT_ERRORS = (httpx.HTTPError, UpstreamTransportError, ConnectionError)
 _MAX_ERROR_BODY = 64 * 1024
 _HTTP_OK, _HTTP_REDIRECT = 200, 300
 
@@ -61,7 +75,7 @@ def _is_success(status: int) -> bool:
 class UpstreamStatusError(Exception):
     """A non-2xx status line, raised inside the stream generator."""
 
-    def __init__(self, status: int, body: bytes, headers: httpx.Headers) -> None:
+    def __init__(self, status: int, body: bytes, headers: Any) -> None:
         super().__init__(status)
         self.status = status
         self.body = body
@@ -107,7 +121,7 @@ def _fail_status(
     dialect: Dialect,
     status: int,
     body: bytes,
-    headers: httpx.Headers,
+    headers: Any,
 ) -> AttemptResult:
     result.http_status = status
     result.error = _error_of(dialect, body)
@@ -118,7 +132,7 @@ def _fail_status(
 
 
 async def call_json(
-    client: httpx.AsyncClient,
+    client: Client,
     dialect: Dialect,
     call: UpstreamCall,
     *,
@@ -137,7 +151,7 @@ async def call_json(
                 body = await response.aread()
     except TimeoutError:
         result.failure = classify_transport(TransportFailure.TIMEOUT)
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         result.failure = classify_transport(_transport_failure(exc))
         result.error = UpstreamError(message=str(exc) or type(exc).__name__)
     else:
@@ -150,7 +164,7 @@ async def call_json(
 def _finish_json(
     result: AttemptResult,
     dialect: Dialect,
-    response: httpx.Response,
+    response: Any,
     body: bytes,
     created: int,
 ) -> None:
@@ -195,7 +209,7 @@ def has_finish(chunk: dict[str, Any]) -> bool:
 
 
 async def _events(
-    client: httpx.AsyncClient,
+    client: Client,
     dialect: Dialect,
     call: UpstreamCall,
     created: int,
@@ -263,7 +277,7 @@ class OpenStream:
                     classify_transport(TransportFailure.IDLE_TIMEOUT), "idle"
                 )
                 return
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 self._interrupt(classify_transport(_transport_failure(exc)), str(exc))
                 return
             except StreamErrorEvent as exc:
@@ -283,7 +297,7 @@ class OpenStream:
 
 
 async def open_stream(
-    client: httpx.AsyncClient,
+    client: Client,
     dialect: Dialect,
     call: UpstreamCall,
     *,
@@ -325,7 +339,7 @@ async def open_stream(
     except BadUpstreamResponse as exc:
         result.failure = bad_response()
         result.error = UpstreamError(message=str(exc))
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         result.failure = classify_transport(_transport_failure(exc))
         result.error = UpstreamError(message=str(exc) or type(exc).__name__)
     except BaseException:

@@ -1,9 +1,13 @@
 """The one place that builds outbound HTTP clients (style §2.4).
 
-* ``upstream_client()``: the pooled ``httpx.AsyncClient`` of this process and event
-  loop, with the timeouts and pool limits of spec 08 §1; redirects are never followed
-  (a 3xx is an upstream error, spec 08 §5.3).  The built-in ``mock`` provider kind is
-  mounted in-process at ``http://omniroute-mock`` so the demo needs no network.
+* ``upstream_client()``: the pooled ``UpstreamClient`` (``providers.upstream_client``)
+  of this process and event loop, with the timeouts and pool limits of spec 08 §1;
+  redirects are never followed (a 3xx is an upstream error, spec 08 §5.3).  It replaced
+  httpx on the request path: it costs ~30 µs of CPU per request against ~400 µs
+  (``docs/benchmarks.md``).
+* ``mock_client()``: an ``httpx.AsyncClient`` mounted on the built-in ``mock`` provider
+  kind's ASGI app, so the demo answers in-process with no network.
+* ``client_for(kind)``: the client a provider kind uses.
 * ``sync_client()``: for Celery jobs and the admin (30 s timeout, spec 06 §3.1).
 """
 
@@ -15,17 +19,12 @@ import httpx
 from django.conf import settings
 
 from providers.mock_upstream import build_app
+from providers.upstream_client import UpstreamClient
 
 MOCK_ORIGIN = "http://omniroute-mock"
-_clients: dict[int, httpx.AsyncClient] = {}
-
-
-def _limits() -> httpx.Limits:
-    return httpx.Limits(
-        max_connections=settings.OMNIROUTE_UPSTREAM_MAX_CONNECTIONS,
-        max_keepalive_connections=settings.OMNIROUTE_UPSTREAM_MAX_KEEPALIVE,
-        keepalive_expiry=30.0,
-    )
+MOCK_KIND = "mock"
+_clients: dict[int, UpstreamClient] = {}
+_mock_clients: dict[int, httpx.AsyncClient] = {}
 
 
 def _timeout() -> httpx.Timeout:
@@ -37,18 +36,17 @@ def _timeout() -> httpx.Timeout:
     )
 
 
-def new_upstream_client() -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        timeout=_timeout(),
-        limits=_limits(),
-        follow_redirects=False,
-        http2=settings.OMNIROUTE_UPSTREAM_HTTP2,
-        trust_env=False,
-        mounts={MOCK_ORIGIN: httpx.ASGITransport(app=build_app())},
+def new_upstream_client() -> UpstreamClient:
+    return UpstreamClient(
+        connect_timeout_s=settings.OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS / 1000,
+        read_timeout_s=settings.OMNIROUTE_UPSTREAM_READ_TIMEOUT_MS / 1000,
+        max_connections=settings.OMNIROUTE_UPSTREAM_MAX_CONNECTIONS,
+        max_keepalive=settings.OMNIROUTE_UPSTREAM_MAX_KEEPALIVE,
+        keepalive_expiry_s=30.0,
     )
 
 
-def upstream_client() -> httpx.AsyncClient:
+def upstream_client() -> UpstreamClient:
     """The pooled client of the running event loop (one per process and loop)."""
     loop_id = id(asyncio.get_running_loop())
     client = _clients.get(loop_id)
@@ -57,9 +55,31 @@ def upstream_client() -> httpx.AsyncClient:
     return client
 
 
+def mock_client() -> httpx.AsyncClient:
+    """The in-process client of the built-in ``mock`` kind (no network)."""
+    loop_id = id(asyncio.get_running_loop())
+    client = _mock_clients.get(loop_id)
+    if client is None or client.is_closed:
+        client = _mock_clients[loop_id] = httpx.AsyncClient(
+            timeout=_timeout(),
+            follow_redirects=False,
+            trust_env=False,
+            transport=httpx.ASGITransport(app=build_app()),
+        )
+    return client
+
+
+def client_for(kind: str) -> UpstreamClient | httpx.AsyncClient:
+    return mock_client() if kind == MOCK_KIND else upstream_client()
+
+
 async def close_upstream_clients() -> None:
-    clients = list(_clients.values())
+    clients: list[UpstreamClient | httpx.AsyncClient] = [
+        *_clients.values(),
+        *_mock_clients.values(),
+    ]
     _clients.clear()
+    _mock_clients.clear()
     for client in clients:
         await client.aclose()
 
