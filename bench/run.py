@@ -100,8 +100,15 @@ def run_wrk(url: str, body: dict, concurrency: int, seconds: int, lua: Path) -> 
     ).stdout
     if "Latency Distribution" not in out:
         raise RuntimeError(f"wrk output without latencies:\n{out}")
+    try:
+        return _parse_wrk(out)
+    except (AttributeError, ValueError) as exc:
+        raise RuntimeError(f"cannot parse wrk output:\n{out}") from exc
+
+
+def _parse_wrk(out: str) -> dict:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    avg = _ms(re.search(r"Latency\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    avg = _ms(re.search(r"^\s+Latency\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
     p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 
 from telemetry import metrics
 from telemetry.models import AttemptLog, RequestLog
@@ -44,15 +44,82 @@ class _Entry:
     attempts: list[dict[str, Any]]
 
 
+class _Inserter:
+    """``INSERT … ON CONFLICT DO NOTHING`` by ``executemany`` for one model.
+
+    The ORM's ``bulk_create`` spends ~250 µs of Python per request row pair (model
+    instances, SQL compilation), which the writer thread takes from the event loop
+    through the GIL.  Here the column list and one converter per field are computed
+    once per backend, and each row costs a few dict lookups and C-level adaptation.
+    """
+
+    def __init__(self, model: Any, vendor: str, ops: Any, conn: Any) -> None:
+        fields = list(model._meta.concrete_fields)
+        self.keys = [f.attname for f in fields]
+        self.converters = [self._converter(f, vendor, ops, conn) for f in fields]
+        columns = ", ".join(ops.quote_name(f.column) for f in fields)
+        marks = ", ".join(["%s"] * len(fields))
+        table = ops.quote_name(model._meta.db_table)
+        if vendor == "sqlite":
+            self.sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
+        else:
+            self.sql = (
+                f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
+                "ON CONFLICT DO NOTHING"
+            )
+
+    @staticmethod
+    def _converter(field: Any, vendor: str, ops: Any, conn: Any) -> Any:
+        target = field.target_field if field.is_relation else field
+        kind = target.get_internal_type()
+        if kind == "UUIDField":
+            return (lambda v: v.hex) if vendor == "sqlite" else None
+        if kind == "DateTimeField":
+            return ops.adapt_datetimefield_value
+        if kind == "DecimalField":
+            digits, places = field.max_digits, field.decimal_places
+            return lambda v: ops.adapt_decimalfield_value(v, digits, places)
+        if kind == "JSONField":
+            return lambda v: field.get_db_prep_value(v, conn)
+        return None
+
+    def rows(self, dicts: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        pairs = list(zip(self.keys, self.converters, strict=True))
+        out = []
+        for data in dicts:
+            row = []
+            for key, convert in pairs:
+                value = data.get(key)
+                row.append(
+                    value if value is None or convert is None else convert(value)
+                )
+            out.append(tuple(row))
+        return out
+
+
+_inserters: dict[tuple[str, str], _Inserter] = {}
+
+
+def _inserter(model: Any) -> _Inserter:
+    conn = connections["default"]
+    key = (conn.vendor, model._meta.label)
+    found = _inserters.get(key)
+    if found is None:
+        found = _inserters[key] = _Inserter(model, conn.vendor, conn.ops, conn)
+    return found
+
+
 def write_rows(entries: Iterable[_Entry]) -> None:
-    """One transaction: request rows first, then their attempts."""
+    """One transaction: request rows first, then their attempts (duplicates ignored)."""
     items = list(entries)
-    requests = [RequestLog(**e.request) for e in items]
-    attempts = [AttemptLog(**a) for e in items for a in e.attempts]
-    with transaction.atomic():
-        RequestLog.objects.bulk_create(requests, ignore_conflicts=True)
-        if attempts:
-            AttemptLog.objects.bulk_create(attempts, ignore_conflicts=True)
+    requests = _inserter(RequestLog)
+    attempts = _inserter(AttemptLog)
+    request_rows = requests.rows(e.request for e in items)
+    attempt_rows = attempts.rows(a for e in items for a in e.attempts)
+    with transaction.atomic(), connections["default"].cursor() as cursor:
+        cursor.executemany(requests.sql, request_rows)
+        if attempt_rows:
+            cursor.executemany(attempts.sql, attempt_rows)
 
 
 class Recorder:
