@@ -108,9 +108,9 @@ def run_wrk(url: str, body: dict, concurrency: int, seconds: int, lua: Path) -> 
 
 def _parse_wrk(out: str) -> dict:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    avg = _ms(re.search(r"^\s+Latency\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    avg = _ms(re.search(r"^ +Latency +(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"^ +50% +(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"^ +99% +(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: .*", out)
     return {
