@@ -15,7 +15,14 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.chat import ChatContext, StreamReply, handle_chat
+from gateway.chat import (
+    ChatContext,
+    StreamReply,
+    authenticate_request,
+    handle_chat,
+    refuse_oversize,
+)
+from gateway.engine.types import KeyPolicy
 from gateway.outcome import RunRecord
 from gateway.responses import JSON_CONTENT_TYPE, JSONReply, error_reply
 from gateway.state import tables
@@ -113,8 +120,10 @@ class Persist:
         recorder.record(request, attempts)
 
 
-async def _serve(ctx: ChatContext, body: bytes, send: Send, persist: Persist) -> None:
-    reply = await handle_chat(body, ctx)
+async def _serve(
+    ctx: ChatContext, key: KeyPolicy, body: bytes, send: Send, persist: Persist
+) -> None:
+    reply = await handle_chat(body, ctx, key)
     if isinstance(reply, JSONReply):
         await persist.flush()
         await send_json(send, reply)
@@ -144,7 +153,6 @@ async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None
 
 async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     headers = _headers(scope)
-    limit = settings.OMNIROUTE_MAX_BODY_BYTES
     if scope["method"] != "POST":
         await send_json(
             send,
@@ -156,29 +164,26 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
             ),
         )
         return
-    declared = _declared_length(headers)
-    try:
-        body = await read_body(receive, limit, declared)
-    except BodyTooLarge:
-        metrics.bounded(metrics.REFUSALS, "body_too_large").inc()
-        await send_json(
-            send,
-            error_reply(
-                413,
-                message=f"Request body exceeds {limit} bytes",
-                error_type="invalid_request_error",
-                code="body_too_large",
-            ),
-        )
-        return
-    except ClientGone:
-        return
     table = await tables.ensure()
     persist = Persist()
     ctx = ChatContext(
         endpoint=scope["path"], headers=headers, table=table, record=persist
     )
-    await _serve_watched(ctx, body, receive, send, persist)
+    key = authenticate_request(ctx)
+    if isinstance(key, JSONReply):  # 401 before the body is even read
+        await send_json(send, key)
+        return
+    limit = settings.OMNIROUTE_MAX_BODY_BYTES
+    try:
+        body = await read_body(receive, limit, _declared_length(headers))
+    except BodyTooLarge:
+        reply = refuse_oversize(ctx, key, limit)
+        await persist.flush()
+        await send_json(send, reply)
+        return
+    except ClientGone:
+        return
+    await _serve_watched(ctx, key, body, receive, send, persist)
 
 
 class _Watch:
@@ -197,7 +202,12 @@ class _Watch:
 
 
 async def _serve_watched(
-    ctx: ChatContext, body: bytes, receive: Receive, send: Send, persist: Persist
+    ctx: ChatContext,
+    key: KeyPolicy,
+    body: bytes,
+    receive: Receive,
+    send: Send,
+    persist: Persist,
 ) -> None:
     """Serve in this task; one watcher task turns a disconnect into a cancel."""
     current = asyncio.current_task()
@@ -206,7 +216,7 @@ async def _serve_watched(
     watcher = asyncio.create_task(watch(receive))
     sent = _SendTracker(send)
     try:
-        await _serve(ctx, body, sent, persist)
+        await _serve(ctx, key, body, sent, persist)
     except asyncio.CancelledError:
         if not watch.gone:
             raise

@@ -1,6 +1,6 @@
 """One chat request end to end: auth, validation, the attempt loop, the reply.
 
-``handle_chat(raw, ctx)`` returns a ``JSONReply`` or a ``StreamReply``; the front
+``handle_chat(raw, ctx, key)`` returns a ``JSONReply`` or a ``StreamReply``; the front
 doors only adapt those to their server.  The attempt loop follows spec 02 §7: slot by
 slot, target by target; it moves on after a failure only as ``should_continue``
 allows, and a stream is committed (and failover ends) at its first content token.
@@ -52,6 +52,7 @@ from gateway.responses import (
 )
 from providers.http import client_for
 from telemetry import metrics
+from telemetry.sanitize import sanitize
 
 logger = logging.getLogger("omniroute.gateway")
 
@@ -98,11 +99,31 @@ def _refusal(
     return reply
 
 
-async def handle_chat(raw: bytes, ctx: ChatContext) -> JSONReply | StreamReply:
+def authenticate_request(ctx: ChatContext) -> KeyPolicy | JSONReply:
+    """The key, or the 401 reply (counted, never logged: spec 06 §1.1)."""
     try:
-        key = authenticate(ctx.headers, ctx.table, ctx.received_at)
+        return authenticate(ctx.headers, ctx.table, ctx.received_at)
     except RequestError as exc:
         return _refusal(ctx, exc, None)
+
+
+def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> JSONReply:
+    """413 ``body_too_large`` for an authenticated request, logged as refused."""
+    run = RunRecord.start(
+        ctx.request_id,
+        ctx.endpoint,
+        key,
+        ctx.table.version,
+        ctx.received_at,
+        ctx.started,
+    )
+    exc = RequestError(413, "body_too_large", f"Request body exceeds {limit} bytes")
+    return _refusal(ctx, exc, run)
+
+
+async def handle_chat(
+    raw: bytes, ctx: ChatContext, key: KeyPolicy
+) -> JSONReply | StreamReply:
     run = RunRecord.start(
         ctx.request_id,
         ctx.endpoint,
@@ -318,7 +339,7 @@ class AttemptLoop:
             latency_ms=latency,
             http_status=outcome.http_status,
             connection=target.connection.name,
-            upstream_message=error.message if error else None,
+            upstream_message=sanitize(error.message) if error else None,
             upstream_param=error.param if error else None,
         )
         self.items.append(item)

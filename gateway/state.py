@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from gateway.engine.types import RoutingTable
+from telemetry.sanitize import set_known_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,11 @@ class TableHolder:
 
         with self._lock:
             table = build_table()
+            set_known_secrets(
+                conn.api_key
+                for provider in table.providers.values()
+                for conn in provider.connections
+            )
             self.table = table
         logger.info("routing table loaded: config version %s", table.version)
         return table

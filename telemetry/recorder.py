@@ -164,10 +164,11 @@ class Recorder:
             self._wake.set()
 
     def _drain(self) -> list[_Entry]:
-        buffer = self._ensure()
+        # Called under ``self._lock``: must not go through ``_ensure`` (same lock).
+        buffer = self._queue
         batch = self._pending
         self._pending = []
-        while len(batch) < BATCH_REQUESTS:
+        while buffer is not None and len(batch) < BATCH_REQUESTS:
             try:
                 batch.append(buffer.get_nowait())
             except queue.Empty:
@@ -237,13 +238,16 @@ class Recorder:
         path = folder / f"{node}-{int(time.time() * 1000)}.jsonl"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with path.open("w", encoding="utf-8") as handle:
+            with path.open("a", encoding="utf-8") as handle:
                 for entry in batch:
                     line = {"request": entry.request, "attempts": entry.attempts}
                     handle.write(json.dumps(line, default=str) + "\n")
         except OSError:
             logger.exception("could not spill %d log rows", len(batch))
             metrics.LOG_ROWS_DROPPED.labels("request_log", "shutdown").inc(len(batch))
+            attempts = sum(len(entry.attempts) for entry in batch)
+            if attempts:
+                metrics.LOG_ROWS_DROPPED.labels("attempt_log", "shutdown").inc(attempts)
 
     def _drain_all(self) -> list[_Entry]:
         rest: list[_Entry] = []
@@ -255,6 +259,21 @@ class Recorder:
         return rest
 
 
+_REVIVED_KINDS = frozenset({"UUIDField", "DateTimeField", "DecimalField"})
+
+
+def _revive(model: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """Spilled uuids, datetimes and decimals are JSON strings; the converters (SQLite:
+    ``.hex``, aware-datetime adaptation) need the Python types back."""
+    out = dict(data)
+    for field in model._meta.concrete_fields:
+        target = field.target_field if field.is_relation else field
+        value = out.get(field.attname)
+        if value is not None and target.get_internal_type() in _REVIVED_KINDS:
+            out[field.attname] = target.to_python(value)
+    return out
+
+
 def import_spill_files() -> int:
     """Load spill files left by an earlier shutdown; idempotent by primary key."""
     folder = Path(settings.OMNIROUTE_DATA_DIR) / "log-spill"
@@ -263,7 +282,10 @@ def import_spill_files() -> int:
     count = 0
     for path in sorted(folder.glob("*.jsonl")):
         entries = [
-            _Entry(data["request"], data["attempts"])
+            _Entry(
+                _revive(RequestLog, data["request"]),
+                [_revive(AttemptLog, a) for a in data["attempts"]],
+            )
             for data in map(json.loads, path.read_text(encoding="utf-8").splitlines())
         ]
         write_rows(entries)

@@ -174,6 +174,12 @@ def test_oversize_body_is_413_before_parsing(client):
     _error(response, 413, "body_too_large", None)
 
 
+def test_oversize_body_of_a_known_key_is_logged_as_refused(gateway, client):
+    client.post("/v1/chat/completions", content=b"[" + b" " * 70_000 + b"]")
+    row = gateway.requests_log("reason = 'body_too_large'")[-1]
+    assert (row["status"], row["http_status"]) == ("refused", 413)
+
+
 def test_refusals_are_logged_without_upstream_attempts(gateway, client):
     client.post("/v1/chat/completions", json={"model": "nope", "messages": MESSAGES})
     row = gateway.requests_log("reason = 'model_not_found'")[-1]

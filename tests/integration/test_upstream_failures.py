@@ -244,6 +244,24 @@ def test_credentials_never_leak_in_errors(client, upstream):
     assert (detail["reason"], detail["detail"]) == ("server_error", "auth_failed")
 
 
+def test_upstream_rejection_text_is_sanitised(client, upstream):
+    upstream.add(
+        "m1",
+        status=400,
+        error_body={
+            "error": {
+                "message": "key sk-upstream-secret-pa-1234567890 lacks access to top_k"
+            }
+        },
+    )
+    response = client.post(
+        "/v1/chat/completions", json={"model": "pa/m1", "messages": MESSAGES}
+    )
+    assert response.status_code == 400
+    assert "sk-upstream-secret" not in response.text
+    assert "lacks access to top_k" in response.json()["error"]["message"]
+
+
 def test_classic_endpoint_wraps_success_and_failure(client, upstream):
     ok = client.post(
         "/chat/completions", json={"models": ["pa/m1", "pb/m2"], "messages": MESSAGES}
