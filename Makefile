@@ -28,6 +28,7 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy gateway providers combos telemetry omniroute_site
 
 bench: $(VENV)/.installed   ## baseline + floor + gateway -> docs/benchmarks.md
 	$(PY) bench/run.py

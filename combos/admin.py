@@ -8,7 +8,7 @@ and bumps the config revision in one transaction.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -33,7 +33,7 @@ TARGETS_HELP = (
 
 
 def add_problems(
-    form: forms.Form, problems: list[Problem], aliases: dict[str, str] | None = None
+    form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
 ) -> None:
     """Attach each problem to the form field its path starts with."""
     for problem in problems:
@@ -56,7 +56,7 @@ def _json_field(label: str, help_text: str) -> forms.CharField:
     )
 
 
-def _parse_json(form: forms.Form, name: str) -> Any:
+def _parse_json(form: forms.BaseForm, name: str) -> Any:
     text = (form.cleaned_data.get(name) or "").strip()
     if not text:
         return None
@@ -125,7 +125,7 @@ class ComboForm(forms.ModelForm):
         self.warnings: list[Problem] = []
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())
         lines = (cleaned.get("targets_text") or "").splitlines()
         data = {
             "name": cleaned.get("name"),
@@ -220,7 +220,7 @@ class MappingForm(forms.ModelForm):
         fields = ("pattern", "combo", "priority")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())
         combo = cleaned.get("combo")
         self.config_data = {
             "pattern": cleaned.get("pattern"),
@@ -283,7 +283,7 @@ class ApiKeyForm(forms.ModelForm):
         self.config_data: dict[str, Any] = {}
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())
         allowed = [
             g.strip()
             for g in (cleaned.get("allowed_text") or "").splitlines()
@@ -368,7 +368,7 @@ class OverrideForm(forms.ModelForm):
         fields = ("api_key", "channel")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())
         key = cleaned.get("api_key")
         self.config_data = {
             "api_key": key.name if key else None,
@@ -403,7 +403,7 @@ class SmartRouteForm(forms.ModelForm):
         fields = ("alias", "easy", "hard", "threshold", "session_ttl_seconds")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())
         self.config_data = {k: cleaned.get(k) for k in self.Meta.fields}
         index = services.build_index()
         if self.instance.pk:
@@ -442,7 +442,7 @@ class SettingsForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())
         self.config_data = _parse_json(self, "data_text") or {}
         check = services.Checker("settings")
         services.validate_settings(self.config_data, check)

@@ -93,7 +93,7 @@ class ConfigViewSet(viewsets.ViewSet):
         return {"id": instance.pk, **self.to_data(instance)}
 
     def list(self, request: Request) -> Response:
-        return Response([self._out(i) for i in self.model.objects.all()])
+        return Response([self._out(i) for i in self.model._default_manager.all()])
 
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
         return Response(self._out(self._get(pk)))

@@ -126,10 +126,10 @@ def _apply_provider(data: dict[str, Any], report: ImportReport, prune: bool) -> 
             stale.delete()
             report.count("connections", "deleted")
         ids = [m["id"] for m in data["models"]]
-        for stale in ProviderModel.objects.filter(provider=provider).exclude(
+        for stale_model in ProviderModel.objects.filter(provider=provider).exclude(
             model_id__in=ids
         ):
-            stale.delete()
+            stale_model.delete()
             report.count("models", "deleted")
 
 

@@ -4,13 +4,16 @@ and the gateway-wide routing settings.  Rows are written only through
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.db import models
 
 from gateway.engine.types import Strategy as EngineStrategy
 
 
 class Combo(models.Model):
-    Strategy = models.TextChoices(
+    # Functional Enum API; django-stubs only types TextChoices(value[, label]).
+    Strategy = models.TextChoices(  # type: ignore[call-overload]
         "Strategy", [(s.value, s.value) for s in EngineStrategy]
     )
 
@@ -56,7 +59,7 @@ class ComboTarget(models.Model):
         ordering = ("combo", "position", "id")
 
     def __str__(self) -> str:
-        return f"combo:{self.ref.name}" if self.ref_id else self.model
+        return f"combo:{cast(Combo, self.ref).name}" if self.ref_id else self.model
 
 
 class ModelComboMapping(models.Model):

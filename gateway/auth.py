@@ -24,8 +24,8 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-    value = headers.get("x-api-key")
-    return value.strip() if value and value.strip() else None
+    header = headers.get("x-api-key")
+    return header.strip() if header and header.strip() else None
 
 
 def authenticate(

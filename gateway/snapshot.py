@@ -105,10 +105,10 @@ def _providers() -> dict[str, ProviderInfo]:
             for c in connections[provider.id]
         )
         position = len(catalog)
-        for conn in conns:  # a default model without a catalog row is servable
-            if conn.default_model and conn.default_model not in catalog:
-                catalog[conn.default_model] = ModelInfo(
-                    provider=slug, model_id=conn.default_model, position=position
+        for info in conns:  # a default model without a catalog row is servable
+            if info.default_model and info.default_model not in catalog:
+                catalog[info.default_model] = ModelInfo(
+                    provider=slug, model_id=info.default_model, position=position
                 )
                 position += 1
         lower: dict[str, list[str]] = defaultdict(list)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
@@ -18,7 +18,9 @@ SECRET_HELP = (
 )
 
 
-def _apply_problems(form: forms.Form, check: Checker, mapping: dict[str, str]) -> None:
+def _apply_problems(
+    form: forms.BaseForm, check: Checker, mapping: dict[str, str]
+) -> None:
     for problem in check.problems:
         field = mapping.get(problem.path, problem.path.split(".")[0].split("[")[0])
         target = field if field in form.fields else None
@@ -50,7 +52,7 @@ class ConnectionForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())
         quota = {
             k: v
             for k, v in (
@@ -121,7 +123,7 @@ class ProviderModelForm(forms.ModelForm):
         return list(self.cleaned_data.get("capabilities") or []) or None
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())
         check = Checker("")
         payload = {
             k: data.get(k)
@@ -185,7 +187,7 @@ class ProviderForm(forms.ModelForm):
         fields = ("slug", "kind", "base_url")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())
         check = Checker("")
         from providers.validation import validate_provider
 

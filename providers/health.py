@@ -1,0 +1,249 @@
+"""Connection health: breakers, cooldowns, auth disables, model locks (spec 03 §8).
+
+The transitions are the pure functions of ``gateway.engine.breaker``; this module keeps
+their state in the process's ``StateStore`` and answers the two questions the attempt
+loop asks: *may this target be called now?* (``skip_reason``) and *what did this
+attempt do to its connection?* (``record``).  The admin reads the same board.
+
+Keys: ``breaker:<provider>@<connection>``, ``cooldown:…``, ``auth:…``,
+``lock:<provider>@<connection>:<model>``.  Soft state: it rebuilds from traffic.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.engine.breaker import (
+    AuthDisable,
+    Breaker,
+    BreakerOutcome,
+    Circuit,
+    Cooldown,
+    HealthConfig,
+    auth_failed,
+    auth_success,
+    breaker_outcome,
+    claim_probe,
+    cooldown_success,
+    lock_until,
+    rate_limited,
+    record_outcome,
+    reenable,
+)
+from gateway.engine.errors import FailureDetail, FailureReason
+from providers.state_store import LocalStore, StateStore
+
+STATE_TTL_EXTRA_SECONDS = 3600.0  # spec 08 §3.1: until + 1 h
+_AUTH_DETAILS = (FailureDetail.AUTH_FAILED, FailureDetail.PAYMENT_REQUIRED)
+
+
+def connection_key(provider: str, connection: str) -> str:
+    return f"{provider}@{connection}"
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds from ``Retry-After`` (seconds, HTTP date) or ``ms:<retry-after-ms>``."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        if value.startswith("ms:"):
+            return float(value[3:]) / 1000
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: str
+    retry_after_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionHealth:
+    """What the admin shows for one connection."""
+
+    circuit: Circuit
+    open_until: float | None
+    cooldown_until: float | None
+    auth: AuthDisable
+    locked_models: dict[str, float]
+
+
+class HealthBoard:
+    def __init__(self, store: StateStore | None = None) -> None:
+        self.store: StateStore = store or LocalStore()
+        self._in_flight: dict[str, int] = {}
+
+    # ----------------------------------------------------------- reading
+
+    def _get(self, key: str, default: Any) -> Any:
+        value = self.store.get(key)
+        return default if value is None else value
+
+    def skip_reason(  # noqa: PLR0911
+        self, conn: str, model: str, max_concurrency: int, now: float
+    ) -> Skip | None:
+        """Why ``model`` on connection ``conn`` must not be called now, if at all."""
+        breaker: Breaker = self._get(f"breaker:{conn}", Breaker())
+        circuit = breaker.circuit(now)
+        if circuit is Circuit.OPEN:
+            return Skip("circuit_open", (breaker.open_until or now) - now)
+        if circuit is Circuit.HALF_OPEN and breaker.probe_taken(now):
+            return Skip("circuit_open", (breaker.probe_until or now) - now)
+        cooldown: Cooldown = self._get(f"cooldown:{conn}", Cooldown())
+        if cooldown.active(now):
+            return Skip("cooldown", (cooldown.until or now) - now)
+        auth: AuthDisable = self._get(f"auth:{conn}", AuthDisable())
+        if auth.active(now):
+            return Skip("auth_disabled", (auth.until or now) - now)
+        locked = self.store.get(f"lock:{conn}:{model}")
+        if locked is not None and now < locked:
+            return Skip("model_locked", locked - now)
+        if max_concurrency > 0 and self._in_flight.get(conn, 0) >= max_concurrency:
+            return Skip("busy", 1.0)
+        return None
+
+    def cooldown_remaining(self, conn: str, now: float) -> float | None:
+        cooldown: Cooldown = self._get(f"cooldown:{conn}", Cooldown())
+        return (
+            (cooldown.until - now) if cooldown.active(now) and cooldown.until else None
+        )
+
+    def describe(self, conn: str, now: float) -> ConnectionHealth:
+        breaker: Breaker = self._get(f"breaker:{conn}", Breaker())
+        cooldown: Cooldown = self._get(f"cooldown:{conn}", Cooldown())
+        locks = {}
+        for key in self.store.keys(f"lock:{conn}:"):
+            until = self.store.get(key)
+            if until is not None and now < until:
+                locks[key[len(f"lock:{conn}:") :]] = until
+        return ConnectionHealth(
+            circuit=breaker.circuit(now),
+            open_until=breaker.open_until,
+            cooldown_until=cooldown.until if cooldown.active(now) else None,
+            auth=self._get(f"auth:{conn}", AuthDisable()),
+            locked_models=locks,
+        )
+
+    # ----------------------------------------------------------- writing
+
+    def begin(self, conn: str, now: float, timeout_s: float) -> bool:
+        """Count the call in flight; claim the probe of a HALF_OPEN breaker.
+
+        False when another request took the probe first (the caller skips).
+        """
+        claimed = True
+
+        def claim(state: Breaker | None) -> Breaker:
+            nonlocal claimed
+            current = state or Breaker()
+            if current.circuit(now) is not Circuit.HALF_OPEN:
+                return current
+            probed = claim_probe(current, now, timeout_s)
+            if probed is None:
+                claimed = False
+                return current
+            return probed
+
+        self.store.update(f"breaker:{conn}", claim, None)
+        if claimed:
+            self._in_flight[conn] = self._in_flight.get(conn, 0) + 1
+        return claimed
+
+    def end(self, conn: str) -> None:
+        count = self._in_flight.get(conn, 0) - 1
+        if count > 0:
+            self._in_flight[conn] = count
+        else:
+            self._in_flight.pop(conn, None)
+
+    def record(
+        self,
+        conn: str,
+        model: str,
+        reason: str | None,
+        detail: str | None,
+        *,
+        now: float,
+        config: HealthConfig,
+        retry_after: str | None = None,
+        message: str | None = None,
+    ) -> str | None:
+        """Apply one attempt's outcome; returns the penalty it started, if any."""
+        trigger = self._record_breaker(
+            conn, breaker_outcome(reason, detail), now, config
+        )
+        if reason is None:
+            self._success(conn)
+        elif reason == FailureReason.RATE_LIMIT:
+            seconds = parse_retry_after(retry_after, now)
+            self.store.update(
+                f"cooldown:{conn}",
+                lambda s: rate_limited(s or Cooldown(), now, seconds, config.cooldown),
+                config.cooldown.max_retry_after_seconds + STATE_TTL_EXTRA_SECONDS,
+            )
+            trigger = "rate_limit"
+        elif detail in _AUTH_DETAILS:
+            self.store.update(
+                f"auth:{conn}",
+                lambda s: auth_failed(
+                    s or AuthDisable(), now, str(detail), message or "", config.auth
+                ),
+                None,
+            )
+            trigger = "auth"
+        elif detail == FailureDetail.MODEL_NOT_FOUND:
+            key = f"lock:{conn}:{model}"
+            until = lock_until(self.store.get(key), now, config.model_lock_minutes)
+            self.store.set(key, until, until - now)
+            trigger = "not_found"
+        return trigger
+
+    def _record_breaker(
+        self, conn: str, outcome: BreakerOutcome, now: float, config: HealthConfig
+    ) -> str | None:
+        opened = False
+
+        def apply(state: Breaker | None) -> Breaker:
+            nonlocal opened
+            current = state or Breaker()
+            new = record_outcome(current, outcome, now, config.breaker)
+            opened = new.open_until is not None and new.open_until != current.open_until
+            return new
+
+        self.store.update(f"breaker:{conn}", apply, None)
+        return "server_error" if opened else None
+
+    def _success(self, conn: str) -> None:
+        cooldown = self.store.get(f"cooldown:{conn}")
+        if cooldown is not None and cooldown.level:
+            self.store.update(
+                f"cooldown:{conn}", lambda s: cooldown_success(s or Cooldown()), None
+            )
+        auth = self.store.get(f"auth:{conn}")
+        if auth is not None and auth.failures:
+            self.store.update(
+                f"auth:{conn}", lambda s: auth_success(s or AuthDisable()), None
+            )
+
+    def reenable(self, conn: str) -> None:
+        self.store.update(f"auth:{conn}", lambda s: reenable(s or AuthDisable()), None)
+
+    def reset(self, conn: str) -> None:
+        """Admin action: forget every health record of the connection."""
+        for key in (f"breaker:{conn}", f"cooldown:{conn}", f"auth:{conn}"):
+            self.store.delete(key)
+        for key in self.store.keys(f"lock:{conn}:"):
+            self.store.delete(key)
+
+
+board = HealthBoard()
