@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -30,6 +31,7 @@ from combos.models import (
     SmartRoute,
 )
 from providers import services as provider_services
+from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import (
     Checker,
@@ -274,6 +276,27 @@ class ConnectionViewSet(ConfigViewSet):
         data["provider"] = instance.provider.slug
         data["has_api_key"] = instance.has_api_key
         return data
+
+    def _out(self, instance: Any) -> dict[str, Any]:
+        return {**super()._out(instance), "health": health_view(instance)}
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["post"], url_path="reset-health")
+    def reset_health(self, request: Request, pk: str | None = None) -> Response:
+        """Forget the breaker, cooldown, auth disable and model locks of one account."""
+        connection = self._get(pk)
+        board.reset(connection_key(connection.provider.slug, connection.name))
+        return Response(self._out(connection))
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @action(detail=False, methods=["post"], url_path="reset-health")
+    def reset_all_health(self, request: Request) -> Response:
+        """Forget the health state of every connection (this process)."""
+        count = 0
+        for connection in Connection.objects.select_related("provider"):
+            board.reset(connection_key(connection.provider.slug, connection.name))
+            count += 1
+        return Response({"reset": count})
 
     @transaction.atomic
     def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:

@@ -33,12 +33,14 @@ from gateway.engine.failover import Item, should_continue, terminal
 from gateway.engine.plan import (
     ChainError,
     EntrySpec,
+    Options,
     Slot,
     build_chain,
     effective_options,
     plan_targets,
 )
 from gateway.engine.types import KeyPolicy, RoutingTable, Target
+from gateway.health_glue import conn_key, record_health
 from gateway.outcome import RunRecord
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
 from gateway.responses import (
@@ -50,6 +52,7 @@ from gateway.responses import (
     omniroute_headers,
     sse_frame,
 )
+from providers.health import board
 from providers.http import client_for
 from telemetry import metrics
 from telemetry.sanitize import sanitize
@@ -212,7 +215,9 @@ class AttemptLoop:
             (r.timeout_ms, r.first_token_timeout_ms, r.on),
         )
 
-    def _skip(self, target: Target, slot: int, reason: str) -> None:
+    def _skip(
+        self, target: Target, slot: int, reason: str, retry_after_s: float | None = None
+    ) -> None:
         self.items.append(
             Item(
                 model=target.model_key,
@@ -222,11 +227,12 @@ class AttemptLoop:
                 reason=reason,
                 calls=0,
                 connection=target.connection.name,
+                retry_after_s=retry_after_s,
             )
         )
 
     def _skipped(self, target: Target, slot: int) -> bool:
-        connection = f"{target.provider.slug}@{target.connection.name}"
+        connection = conn_key(target)
         if target.key in self.attempted:
             self._skip(target, slot, "already_attempted")
         elif connection in self.failed_connections:
@@ -234,13 +240,34 @@ class AttemptLoop:
         elif target.model_key in self.too_large:
             self._skip(target, slot, "context_too_large")
         else:
-            return False
+            found = board.skip_reason(
+                connection,
+                target.model.model_id,
+                target.connection.max_concurrency,
+                time.time(),
+            )
+            if found is None:
+                return False
+            self._skip(target, slot, found.reason, found.retry_after_s)
         return True
 
     async def _attempt(
         self, slot: Slot, index: int, target: Target
     ) -> JSONReply | StreamReply | None:
         options = self._options(slot, target)
+        connection = conn_key(target)
+        if not board.begin(connection, time.time(), options.timeout_ms / 1000):
+            # another request took the half-open probe since the check above
+            self._skip(target, index, "circuit_open", 1.0)
+            return None
+        try:
+            return await self._call(slot, index, target, options)
+        finally:
+            board.end(connection)
+
+    async def _call(
+        self, slot: Slot, index: int, target: Target, options: Options
+    ) -> JSONReply | StreamReply | None:
         dialect = REGISTRY[target.provider.kind]
         call = dialect.build_request(
             base_url=target.provider.base_url,
@@ -301,6 +328,7 @@ class AttemptLoop:
             connection=target.connection.name,
         )
         self.items.append(item)
+        record_health(self.ctx.table, target, item, None)
         self.rec.add_attempt(target, item, started_wall, None, result="cancelled")
         self.rec.client_closed(499)
         self.ctx.record(self.rec)
@@ -325,6 +353,7 @@ class AttemptLoop:
                 connection=target.connection.name,
             )
             self.items.append(item)
+            record_health(self.ctx.table, target, item, outcome)
             return self._success(target, item, outcome, started_wall)
         failure = outcome.failure
         assert failure is not None
@@ -343,12 +372,11 @@ class AttemptLoop:
             upstream_param=error.param if error else None,
         )
         self.items.append(item)
-        self.rec.add_attempt(target, item, started_wall, outcome)
+        trigger = record_health(self.ctx.table, target, item, outcome)
+        self.rec.add_attempt(target, item, started_wall, outcome, trigger=trigger)
         metrics.bounded(metrics.FAILOVERS, result_of(item.reason, item.detail)).inc()
         if item.reason == "connection_error":
-            self.failed_connections.add(
-                f"{target.provider.slug}@{target.connection.name}"
-            )
+            self.failed_connections.add(conn_key(target))
         if item.reason == "context_length":
             self.too_large.add(target.model_key)
         return None
@@ -452,7 +480,18 @@ class AttemptLoop:
         return JSONReply(status=200, body=body, headers=headers)
 
     def _all_failed(self) -> JSONReply:
-        result = terminal(self.items)
+        now = time.time()
+        waits = [
+            board.cooldown_remaining(
+                f"{item.model.split('/')[0]}@{item.connection}", now
+            )
+            for item in self.items
+            if item.reason == "rate_limit" and item.status == "failed"
+        ]
+        known = [w for w in waits if w is not None]
+        result = terminal(
+            self.items, cooldown_retry_after_s=min(known) if known else None
+        )
         attempts = [i.report() for i in self.items]
         self.rec.fail(
             result.status,
@@ -590,12 +629,35 @@ class StreamBody:
             await self.stream.aclose()
             self._finish()
 
+    def _health_item(self) -> Item:
+        """What the stream did to its connection (a disconnect counts for nothing)."""
+        interrupted = self.stream.interrupted
+        if not self.completed:
+            reason, detail = "client_cancelled", None
+        elif interrupted is not None:
+            reason = interrupted.reason.value
+            detail = interrupted.detail.value if interrupted.detail else None
+        else:
+            reason, detail = None, None
+        return Item(
+            model=self.item.model,
+            slot=self.item.slot,
+            via=self.item.via,
+            status="failed" if reason else "served",
+            reason=reason,
+            detail=detail,
+            connection=self.item.connection,
+        )
+
     def _finish(self) -> None:
         run = self.loop.rec
         self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
         result = self.stream.result
         result.latency_s = self.item.latency_ms / 1000
         result.usage = self.usage
+        trigger = record_health(
+            self.loop.ctx.table, self.target, self._health_item(), result
+        )
         run.add_attempt(
             self.target,
             self.item,
@@ -604,6 +666,7 @@ class StreamBody:
             billable=True,
             estimate_body=self.loop.request.body,
             delivered_chars=self.chars,
+            trigger=trigger,
         )
         if not self.completed:
             run.client_closed(200)

@@ -92,7 +92,7 @@ class RunRecord:
         self.status, self.http_status, self.reason = "refused", status, code
         self.error_message = sanitize(message)
 
-    def add_attempt(
+    def add_attempt(  # noqa: PLR0913
         self,
         target: Target,
         item: Item,
@@ -103,6 +103,7 @@ class RunRecord:
         billable: bool = False,
         estimate_body: dict[str, Any] | None = None,
         delivered_chars: int | None = None,
+        trigger: str | None = None,
     ) -> None:
         numbers = usage_numbers(getattr(outcome, "usage", None))
         source = "upstream" if numbers is not None else "none"
@@ -145,6 +146,7 @@ class RunRecord:
                 "cached_tokens": numbers[2] if numbers else None,
                 "cost_usd": cost,
                 "billable": billable,
+                "cooldown_trigger": trigger,
                 "error_message": sanitize(error.message)
                 if error and error.message
                 else None,

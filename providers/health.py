@@ -12,7 +12,9 @@ Keys: ``breaker:<provider>@<connection>``, ``cooldown:…``, ``auth:…``,
 from __future__ import annotations
 
 import email.utils
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway.engine.breaker import (
@@ -111,6 +113,10 @@ class HealthBoard:
         if max_concurrency > 0 and self._in_flight.get(conn, 0) >= max_concurrency:
             return Skip("busy", 1.0)
         return None
+
+    def describe_circuit(self, conn: str, now: float) -> Circuit:
+        breaker: Breaker = self._get(f"breaker:{conn}", Breaker())
+        return breaker.circuit(now)
 
     def cooldown_remaining(self, conn: str, now: float) -> float | None:
         cooldown: Cooldown = self._get(f"cooldown:{conn}", Cooldown())
@@ -247,3 +253,27 @@ class HealthBoard:
 
 
 board = HealthBoard()
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def health_view(connection: Any, now: float | None = None) -> dict[str, Any]:
+    """A connection's health as JSON (REST API and admin; times in ISO 8601 UTC)."""
+    now = time.time() if now is None else now
+    health = board.describe(
+        connection_key(connection.provider.slug, connection.name), now
+    )
+    auth = health.auth
+    return {
+        "circuit": health.circuit.value,
+        "open_until": _iso(health.open_until) if health.circuit != "closed" else None,
+        "cooldown_until": _iso(health.cooldown_until),
+        "auth_disabled_until": _iso(auth.until) if auth.active(now) else None,
+        "auth_status": auth.reason if auth.active(now) else None,
+        "auth_message": auth.message if auth.active(now) else None,
+        "locked_models": {m: _iso(u) for m, u in sorted(health.locked_models.items())},
+    }

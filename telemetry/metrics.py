@@ -89,6 +89,9 @@ LOG_BUFFER_ROWS = Gauge(
 LOG_FLUSH_FAILURES = Counter(
     "omniroute_log_flush_failures_total", "Failed flush transactions"
 )
+CIRCUIT_STATE = Gauge(
+    "omniroute_circuit_state", "0 closed, 1 half-open, 2 open", ("breaker",)
+)
 CONFIG_VERSION = Gauge("omniroute_config_version", "Config snapshot version in use")
 LABEL_OVERFLOW = Counter(
     "omniroute_metrics_label_overflow_total",

@@ -45,6 +45,16 @@ class Gateway:
         self.url = f"http://127.0.0.1:{port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.log = data_dir / "gateway.log"
+        self.admin_token = ""
+
+    def reset_health(self) -> None:
+        """Forget breakers, cooldowns, auth disables and locks (between tests)."""
+        response = httpx.post(
+            f"{self.url}/api/connections/reset-health",
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
 
     def manage(
         self, *args: str, stdin: str | None = None
@@ -229,6 +239,18 @@ def gateway(mock: RunningMock) -> Iterator[Gateway]:
     )
     instance = Gateway(data_dir, free_port(), env)
     instance.start()
+    created = instance.manage(
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "ops",
+        "--email",
+        "ops@example.com",
+    )
+    assert created.returncode == 0, created.stderr
+    token = instance.manage("create_admin_token", "ops")
+    assert token.returncode == 0, token.stderr
+    instance.admin_token = token.stdout.strip()
     result = instance.apply(base_config(mock.url))
     assert result.returncode == 0, result.stderr
     yield instance
@@ -236,10 +258,12 @@ def gateway(mock: RunningMock) -> Iterator[Gateway]:
 
 
 @pytest.fixture
-def upstream(mock: RunningMock) -> Iterator[RunningMock]:
+def upstream(mock: RunningMock, gateway: Gateway) -> Iterator[RunningMock]:
     mock.reset()
+    gateway.reset_health()
     yield mock
     mock.reset()
+    gateway.reset_health()
 
 
 @pytest.fixture

@@ -1,0 +1,64 @@
+"""Feeding attempt outcomes to the connection health board (spec 03 §8)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gateway.engine.breaker import (
+    AuthDisableConfig,
+    BreakerConfig,
+    Circuit,
+    CooldownConfig,
+    HealthConfig,
+)
+from gateway.engine.failover import Item
+from gateway.engine.types import RoutingTable, Target
+from providers.health import board
+from telemetry import metrics
+from telemetry.sanitize import sanitize
+
+_CIRCUIT_VALUE = {Circuit.CLOSED: 0, Circuit.HALF_OPEN: 1, Circuit.OPEN: 2}
+_configs: dict[int, HealthConfig] = {}
+
+
+def conn_key(target: Target) -> str:
+    """The breaker key of spec 03 §8.1: ``<provider slug>@<connection name>``."""
+    return f"{target.provider.slug}@{target.connection.name}"
+
+
+def health_config(table: RoutingTable) -> HealthConfig:
+    config = _configs.get(table.version)
+    if config is None:
+        settings = table.settings
+        config = _configs[table.version] = HealthConfig(
+            breaker=BreakerConfig.from_settings(settings.breaker),
+            cooldown=CooldownConfig.from_settings(settings.cooldown),
+            auth=AuthDisableConfig.from_settings(settings.auth_disable),
+            model_lock_minutes=settings.model_lock_minutes,
+        )
+    return config
+
+
+def record_health(
+    table: RoutingTable, target: Target, item: Item, outcome: Any
+) -> str | None:
+    """Apply one attempt to its connection; returns the penalty it started."""
+    now = time.time()
+    error = getattr(outcome, "error", None)
+    connection = conn_key(target)
+    trigger = board.record(
+        connection,
+        target.model.model_id,
+        item.reason,
+        item.detail if item.detail != "stream_interrupted" else None,
+        now=now,
+        config=health_config(table),
+        retry_after=getattr(outcome, "retry_after", None),
+        message=sanitize(error.message)
+        if error is not None and error.message
+        else None,
+    )
+    circuit = board.describe_circuit(connection, now)
+    metrics.bounded(metrics.CIRCUIT_STATE, connection).set(_CIRCUIT_VALUE[circuit])
+    return trigger
