@@ -22,11 +22,11 @@ from gateway.chat import (
     handle_chat,
     refuse_oversize,
 )
-from gateway.engine.types import KeyPolicy
+from gateway.engine.types import KeyPolicy, RoutingTable
 from gateway.outcome import RunRecord
 from gateway.responses import JSON_CONTENT_TYPE, JSONReply, error_reply
 from gateway.state import tables
-from telemetry import metrics, recorder
+from telemetry import metrics, recorder, webhooks
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -95,10 +95,11 @@ def _declared_length(headers: dict[str, str]) -> int | None:
 class Persist:
     """Receives the finished run and writes it (queued, or inline in sync mode)."""
 
-    __slots__ = ("run",)
+    __slots__ = ("run", "table")
 
-    def __init__(self) -> None:
+    def __init__(self, table: RoutingTable | None = None) -> None:
         self.run: RunRecord | None = None
+        self.table = table
 
     def __call__(self, run: RunRecord) -> None:
         self.run = run
@@ -109,6 +110,8 @@ class Persist:
         run, self.run = self.run, None
         if run is None:
             return
+        if run.events and self.table is not None:
+            webhooks.publish_events(run.events, self.table)
         request, attempts = run.rows()
         if settings.OMNIROUTE_LOG_SYNC:
             try:
@@ -165,7 +168,7 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
         )
         return
     table = await tables.ensure()
-    persist = Persist()
+    persist = Persist(table)
     ctx = ChatContext(
         endpoint=scope["path"], headers=headers, table=table, record=persist
     )

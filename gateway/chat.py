@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
+from datetime import UTC, datetime
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -387,23 +388,23 @@ class AttemptLoop:
         source = self.chain[index].resolved.identity
         target = self.chain[index + 1].resolved.identity
         metrics.bounded(metrics.MODEL_FAILOVERS, source, target, reason or "none").inc()
-        logger.info(
-            "model_failover %s",
-            orjson.dumps(
-                {
-                    "event": "model_failover",
-                    "request_id": str(self.ctx.request_id),
-                    "api_key": self.key.name,
-                    "endpoint": self.ctx.endpoint,
-                    "stream": self.request.stream,
-                    "to_slot": index + 1,
-                    "from_model": self.chain[index].entry.model,
-                    "to_model": self.chain[index + 1].entry.model,
-                    "reason": reason,
-                    "http_status": last.http_status if last is not None else None,
-                }
-            ).decode(),
-        )
+        event = {
+            "event": "model_failover",
+            "id": str(uuid.uuid4()),
+            "occurred_at": datetime.now(UTC).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "request_id": str(self.ctx.request_id),
+            "api_key": self.key.name,
+            "endpoint": self.ctx.endpoint,
+            "stream": self.request.stream,
+            "to_slot": index + 1,
+            "from_model": self.chain[index].entry.model,
+            "to_model": self.chain[index + 1].entry.model,
+            "reason": reason,
+            "http_status": last.http_status if last is not None else None,
+        }
+        logger.info("model_failover %s", orjson.dumps(event).decode())
+        self.rec.events.append(event)
 
     def omniroute(self, target: Target) -> dict[str, Any]:
         first = self.chain[0]

@@ -61,6 +61,8 @@ class RunRecord:
     cached_tokens: int | None = None
     usage_source: str = "none"
     finished_at: float | None = None
+    #: events to publish once the response is finished (``model_failover``)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def start(

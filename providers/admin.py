@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from django import forms
@@ -9,8 +10,11 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from providers import services
+from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import Checker, validate_connection, validate_model
+
+logger = logging.getLogger(__name__)
 
 SECRET_HELP = (
     "Write-only. A literal key (stored encrypted) or env:NAME (read from the "
@@ -245,14 +249,20 @@ class ConnectionAdmin(admin.ModelAdmin):
         "secret",
         "default_model",
         "max_concurrency",
+        "circuit",
+        "cooldown",
+        "auth_status",
+        "locked_models",
     )
     list_filter = ("provider", "tier", "active")
     search_fields = ("name", "provider__slug", "default_model")
     list_select_related = ("provider",)
-    readonly_fields = ("secret",)
+    readonly_fields = ("secret", "circuit", "cooldown", "auth_status", "locked_models")
+    actions = ("reset_health", "reenable_now")
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        fields = ["provider", "secret", *ConnectionForm.Meta.fields]
+        health = ["circuit", "cooldown", "auth_status", "locked_models"] if obj else []
+        fields = ["provider", "secret", *health, *ConnectionForm.Meta.fields]
         if not request.user.has_perm("providers.change_provider"):
             fields = [f for f in fields if f not in ("api_key", "clear_api_key")]
         return fields
@@ -260,8 +270,61 @@ class ConnectionAdmin(admin.ModelAdmin):
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        kwargs["fields"] = [f for f in self.get_fields(request, obj) if f != "secret"]
+        kwargs["fields"] = [
+            f for f in self.get_fields(request, obj) if f not in self.readonly_fields
+        ]
         return super().get_form(request, obj, change, **kwargs)
+
+    # Health state of this process (spec 03 §8): shown live, reset by the actions.
+
+    @admin.display(description="circuit")
+    def circuit(self, obj: Connection) -> str:
+        view = health_view(obj)
+        if view["circuit"] == "closed":
+            return "closed"
+        return f"{view['circuit']} until {view['open_until']}"
+
+    @admin.display(description="rate-limit cooldown")
+    def cooldown(self, obj: Connection) -> str:
+        return health_view(obj)["cooldown_until"] or "—"
+
+    @admin.display(description="auth")
+    def auth_status(self, obj: Connection) -> str:
+        view = health_view(obj)
+        if not view["auth_status"]:
+            return "ok"
+        message = f": {view['auth_message']}" if view["auth_message"] else ""
+        return f"{view['auth_status']} until {view['auth_disabled_until']}{message}"
+
+    @admin.display(description="locked models")
+    def locked_models(self, obj: Connection) -> str:
+        locks = health_view(obj)["locked_models"]
+        return ", ".join(f"{m} until {u}" for m, u in locks.items()) or "—"
+
+    @admin.action(
+        description="Reset health state (breaker, cooldown, auth, locks)",
+        permissions=("change",),
+    )
+    def reset_health(self, request: HttpRequest, queryset: Any) -> None:
+        count = 0
+        for connection in queryset.select_related("provider"):
+            board.reset(connection_key(connection.provider.slug, connection.name))
+            count += 1
+        logger.info(
+            "admin %s reset the health state of %d connection(s)", request.user, count
+        )
+        self.message_user(request, f"Health state reset for {count} connection(s).")
+
+    @admin.action(
+        description="Re-enable now (clear an auth disable)", permissions=("change",)
+    )
+    def reenable_now(self, request: HttpRequest, queryset: Any) -> None:
+        count = 0
+        for connection in queryset.select_related("provider"):
+            board.reenable(connection_key(connection.provider.slug, connection.name))
+            count += 1
+        logger.info("admin %s re-enabled %d connection(s)", request.user, count)
+        self.message_user(request, f"Re-enabled {count} connection(s).")
 
     @admin.display(description="API key")
     def secret(self, obj: Connection) -> str:
@@ -271,6 +334,8 @@ class ConnectionAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Connection, form: Any, change: bool
     ) -> None:
         services.save_connection(obj)
+        if form.cleaned_data.get("api_key"):  # new credentials clear an auth disable
+            board.reenable(connection_key(obj.provider.slug, obj.name))
 
     def delete_model(self, request: HttpRequest, obj: Connection) -> None:
         services.delete_connection(obj)

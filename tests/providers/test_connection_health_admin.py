@@ -1,0 +1,83 @@
+"""The admin shows each connection's live health state and can reset it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from gateway.engine.breaker import HealthConfig
+from providers.health import board, connection_key
+from providers.models import Connection, Provider
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def connection() -> Connection:
+    provider = Provider.objects.create(
+        slug="hp", kind="openai", base_url="http://127.0.0.1:9/v1"
+    )
+    return Connection.objects.create(provider=provider, name="main")
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    user = User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _fail(conn: str, reason: str, detail: str | None = None) -> None:
+    board.record(
+        conn,
+        "m1",
+        reason,
+        detail,
+        now=time.time(),
+        config=HealthConfig(),
+        message="Incorrect API key provided",
+    )
+
+
+def test_changelist_shows_breaker_auth_and_locks(admin_client, connection):
+    conn = connection_key("hp", "main")
+    board.reset(conn)
+    for _ in range(5):
+        _fail(conn, "server_error")
+    _fail(conn, "server_error", "auth_failed")
+    _fail(conn, "server_error", "model_not_found")
+    html = admin_client.get("/admin/providers/connection/").content.decode()
+    assert "open until" in html
+    assert "auth_failed until" in html
+    assert "Incorrect API key provided" in html
+    assert "m1 until" in html
+    board.reset(conn)
+
+
+def test_reset_action_clears_the_health_state(admin_client, connection):
+    conn = connection_key("hp", "main")
+    for _ in range(5):
+        _fail(conn, "server_error")
+    response = admin_client.post(
+        "/admin/providers/connection/",
+        {"action": "reset_health", "_selected_action": [connection.pk]},
+        follow=True,
+    )
+    assert "Health state reset for 1 connection(s)." in response.content.decode()
+    assert board.skip_reason(conn, "m1", 0, time.time()) is None
+
+
+def test_reenable_action_clears_an_auth_disable(admin_client, connection):
+    conn = connection_key("hp", "main")
+    _fail(conn, "server_error", "auth_failed")
+    assert board.skip_reason(conn, "m1", 0, time.time()).reason == "auth_disabled"
+    admin_client.post(
+        "/admin/providers/connection/",
+        {"action": "reenable_now", "_selected_action": [connection.pk]},
+    )
+    assert board.skip_reason(conn, "m1", 0, time.time()) is None
+    board.reset(conn)
