@@ -7,6 +7,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from gateway.engine.facts import input_tokens
 from gateway.engine.types import ModelInfo
 
 _RESULTS = {
@@ -58,27 +59,9 @@ def _count(value: Any) -> int | None:
 
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     """``R_in`` (spec 03 §3) plus tools/4; base64 image data never counts."""
-    images = 0
-    stripped: list[Any] = []
-    for message in body.get("messages") or []:
-        if isinstance(message, dict) and isinstance(message.get("content"), list):
-            parts = []
-            for part in message["content"]:
-                if isinstance(part, dict) and part.get("type") in (
-                    "image_url",
-                    "input_image",
-                    "input_audio",
-                    "file",
-                ):
-                    images += 1
-                else:
-                    parts.append(part)
-            message = {**message, "content": parts}
-        stripped.append(message)
-    text = len(json.dumps(stripped, ensure_ascii=False))
     tools = body.get("tools")
     tool_chars = len(json.dumps(tools, ensure_ascii=False)) if tools else 0
-    return math.ceil(text / 4) + 1000 * images + math.ceil(tool_chars / 4)
+    return input_tokens(body.get("messages")) + math.ceil(tool_chars / 4)
 
 
 def cost_usd(model: ModelInfo, numbers: tuple[int, int, int, int]) -> Decimal | None:

@@ -14,9 +14,9 @@ import asyncio
 import logging
 import time
 import uuid
-from datetime import UTC, datetime
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -30,6 +30,7 @@ from gateway.accounting import (
 )
 from gateway.auth import authenticate
 from gateway.engine.dialects import REGISTRY
+from gateway.engine.facts import Need, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue, terminal
 from gateway.engine.plan import (
     ChainError,
@@ -176,6 +177,8 @@ class AttemptLoop:
     attempted: set[str] = field(default_factory=set)
     failed_connections: set[str] = field(default_factory=set)
     too_large: set[str] = field(default_factory=set)
+    needed: int | None = None
+    needs: tuple[Need, ...] | None = None
 
     @property
     def route(self) -> str:
@@ -216,8 +219,34 @@ class AttemptLoop:
             (r.timeout_ms, r.first_token_timeout_ms, r.on),
         )
 
+    def _too_small(self, target: Target) -> bool:
+        """Spec 03 §4.2: the model's known window is smaller than ``R``."""
+        window = target.model.context_window
+        if window is None:
+            return False
+        if self.needed is None:
+            self.needed = needed_tokens(self.request.body)
+        return window < self.needed
+
+    def _unmet(self, target: Target) -> str | None:
+        """The request field of the first capability the model is known to lack."""
+        capabilities = target.model.capabilities
+        if capabilities is None:
+            return None
+        if self.needs is None:
+            self.needs = needs(self.request.body)
+        for need in self.needs:
+            if need.capability not in capabilities:
+                return need.param
+        return None
+
     def _skip(
-        self, target: Target, slot: int, reason: str, retry_after_s: float | None = None
+        self,
+        target: Target,
+        slot: int,
+        reason: str,
+        retry_after_s: float | None = None,
+        unmet_param: str | None = None,
     ) -> None:
         self.items.append(
             Item(
@@ -229,6 +258,7 @@ class AttemptLoop:
                 calls=0,
                 connection=target.connection.name,
                 retry_after_s=retry_after_s,
+                unmet_param=unmet_param,
             )
         )
 
@@ -238,8 +268,10 @@ class AttemptLoop:
             self._skip(target, slot, "already_attempted")
         elif connection in self.failed_connections:
             self._skip(target, slot, "connection_failed")
-        elif target.model_key in self.too_large:
+        elif target.model_key in self.too_large or self._too_small(target):
             self._skip(target, slot, "context_too_large")
+        elif (unmet := self._unmet(target)) is not None:
+            self._skip(target, slot, "capability_mismatch", unmet_param=unmet)
         else:
             found = board.skip_reason(
                 connection,
@@ -391,7 +423,8 @@ class AttemptLoop:
         event = {
             "event": "model_failover",
             "id": str(uuid.uuid4()),
-            "occurred_at": datetime.now(UTC).isoformat(timespec="milliseconds")
+            "occurred_at": datetime.now(UTC)
+            .isoformat(timespec="milliseconds")
             .replace("+00:00", "Z"),
             "request_id": str(self.ctx.request_id),
             "api_key": self.key.name,

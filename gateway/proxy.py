@@ -127,7 +127,11 @@ def _fail_status(
     result.error = _error_of(dialect, body)
     result.failure = classify_status(status, result.error)
     retry_ms = headers.get("retry-after-ms")
-    result.retry_after = f"ms:{retry_ms}" if retry_ms else headers.get("retry-after")
+    try:
+        valid_ms = retry_ms is not None and float(retry_ms) >= 0
+    except ValueError:
+        valid_ms = False
+    result.retry_after = f"ms:{retry_ms}" if valid_ms else headers.get("retry-after")
     return result
 
 

@@ -12,6 +12,7 @@ Keys: ``breaker:<provider>@<connection>``, ``cooldown:…``, ``auth:…``,
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ from gateway.engine.errors import FailureDetail, FailureReason
 from providers.state_store import LocalStore, StateStore
 
 STATE_TTL_EXTRA_SECONDS = 3600.0  # spec 08 §3.1: until + 1 h
+BUSY_RETRY_AFTER_SECONDS = 1.0  # spec 02 §10 rule 3: a busy connection counts as 1 s
 _AUTH_DETAILS = (FailureDetail.AUTH_FAILED, FailureDetail.PAYMENT_REQUIRED)
 
 
@@ -51,15 +53,17 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
         return None
     value = value.strip()
     try:
-        if value.startswith("ms:"):
-            return float(value[3:]) / 1000
-        return float(value)
+        seconds = float(value[3:]) / 1000 if value.startswith("ms:") else float(value)
     except ValueError:
         pass
+    else:  # "nan", "inf" and negative numbers are garbage, not a delay
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # an HTTP date is GMT, never the server's local time
+        when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - now)
 
 
@@ -91,28 +95,40 @@ class HealthBoard:
         value = self.store.get(key)
         return default if value is None else value
 
-    def skip_reason(  # noqa: PLR0911
+    def skip_reason(
         self, conn: str, model: str, max_concurrency: int, now: float
     ) -> Skip | None:
-        """Why ``model`` on connection ``conn`` must not be called now, if at all."""
-        breaker: Breaker = self._get(f"breaker:{conn}", Breaker())
-        circuit = breaker.circuit(now)
-        if circuit is Circuit.OPEN:
-            return Skip("circuit_open", (breaker.open_until or now) - now)
-        if circuit is Circuit.HALF_OPEN and breaker.probe_taken(now):
-            return Skip("circuit_open", (breaker.probe_until or now) - now)
-        cooldown: Cooldown = self._get(f"cooldown:{conn}", Cooldown())
-        if cooldown.active(now):
-            return Skip("cooldown", (cooldown.until or now) - now)
-        auth: AuthDisable = self._get(f"auth:{conn}", AuthDisable())
-        if auth.active(now):
-            return Skip("auth_disabled", (auth.until or now) - now)
-        locked = self.store.get(f"lock:{conn}:{model}")
+        """Why ``model`` on connection ``conn`` must not be called now, if at all.
+
+        The reason is the first that applies (spec 02 §6.3 order); ``retry_after_s``
+        is the time until the target is usable, i.e. until *every* active penalty
+        has lifted (spec 02 §10 rule 3), not just the reported one.
+        """
+        breaker, cooldown, auth, locked = self.store.get_many(
+            (
+                f"breaker:{conn}",
+                f"cooldown:{conn}",
+                f"auth:{conn}",
+                f"lock:{conn}:{model}",
+            )
+        )
+        blocks: list[tuple[str, float]] = []
+        if breaker is not None and breaker.open_until is not None:
+            if breaker.circuit(now) is Circuit.OPEN:
+                blocks.append(("circuit_open", breaker.open_until - now))
+            elif breaker.probe_taken(now):
+                blocks.append(("circuit_open", breaker.probe_until - now))
+        if cooldown is not None and cooldown.active(now):
+            blocks.append(("cooldown", cooldown.until - now))
+        if auth is not None and auth.active(now):
+            blocks.append(("auth_disabled", auth.until - now))
         if locked is not None and now < locked:
-            return Skip("model_locked", locked - now)
+            blocks.append(("model_locked", locked - now))
         if max_concurrency > 0 and self._in_flight.get(conn, 0) >= max_concurrency:
-            return Skip("busy", 1.0)
-        return None
+            blocks.append(("busy", BUSY_RETRY_AFTER_SECONDS))
+        if not blocks:
+            return None
+        return Skip(blocks[0][0], max(wait for _, wait in blocks))
 
     def describe_circuit(self, conn: str, now: float) -> Circuit:
         breaker: Breaker = self._get(f"breaker:{conn}", Breaker())

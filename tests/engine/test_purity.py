@@ -1,6 +1,7 @@
 """The engine is plain Python (style §1.2): importing it loads no framework, no I/O."""
 
 import json
+import pkgutil
 import subprocess
 import sys
 
@@ -23,21 +24,21 @@ FORBIDDEN = (
     "telemetry",
 )
 
-ENGINE_MODULES = (
-    "gateway.engine",
-    "gateway.engine.autoids",
-    "gateway.engine.errors",
-    "gateway.engine.failover",
-    "gateway.engine.globs",
-    "gateway.engine.plan",
-    "gateway.engine.resolve",
-    "gateway.engine.sse",
-    "gateway.engine.types",
-    "gateway.engine.dialects",
-    "gateway.engine.dialects.anthropic",
-    "gateway.engine.dialects.base",
-    "gateway.engine.dialects.openai",
-)
+
+def _engine_modules() -> tuple[str, ...]:
+    """Every module of the engine package, found on disk (new ones are included)."""
+    import gateway.engine
+
+    names = [
+        info.name
+        for info in pkgutil.walk_packages(
+            gateway.engine.__path__, prefix="gateway.engine."
+        )
+    ]
+    return ("gateway.engine", *sorted(names))
+
+
+ENGINE_MODULES = _engine_modules()
 
 
 def _loaded_top_level_modules(*modules: str) -> set[str]:

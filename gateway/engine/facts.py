@@ -1,0 +1,79 @@
+"""Keys derived from a request body (spec 03 §3, §4.2).
+
+* ``input_tokens(messages)`` is ``R_in``: ``ceil(T / 4) + 1000 × I``, where ``I`` counts
+  the non-text parts (``image_url``, ``input_image``, ``input_audio``, ``file``) and
+  ``T`` is the length of ``json.dumps(messages without those parts,
+  ensure_ascii=False)``, so base64 payloads never count as text.
+* ``needed_tokens(body)`` is ``R``: ``R_in`` plus ``max_completion_tokens`` or
+  ``max_tokens``.
+* ``needs(body)`` lists the capabilities the request requires, in the order the
+  filters check them, each with the request field it comes from: ``tools`` (non-empty
+  ``tools``), ``vision`` (an image part), ``json`` (``response_format.type`` of
+  ``json_object``/``json_schema``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+NON_TEXT_PARTS = frozenset({"image_url", "input_image", "input_audio", "file"})
+IMAGE_PARTS = frozenset({"image_url", "input_image"})
+TOKENS_PER_NON_TEXT_PART = 1000
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    capability: str
+    param: str
+
+
+def _split(messages: Any) -> tuple[list[Any], int, bool]:
+    stripped: list[Any] = []
+    non_text = 0
+    has_image = False
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            kept = []
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind in NON_TEXT_PARTS:
+                    non_text += 1
+                    has_image = has_image or kind in IMAGE_PARTS
+                else:
+                    kept.append(part)
+            message = {**message, "content": kept}
+        stripped.append(message)
+    return stripped, non_text, has_image
+
+
+def input_tokens(messages: Any) -> int:
+    stripped, non_text, _ = _split(messages)
+    text = len(json.dumps(stripped, ensure_ascii=False))
+    return math.ceil(text / CHARS_PER_TOKEN) + TOKENS_PER_NON_TEXT_PART * non_text
+
+
+def needed_tokens(body: dict[str, Any]) -> int:
+    reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    if isinstance(reserve, bool) or not isinstance(reserve, int | float):
+        reserve = 0
+    return input_tokens(body.get("messages")) + int(reserve)
+
+
+def needs(body: dict[str, Any]) -> tuple[Need, ...]:
+    found: list[Need] = []
+    if isinstance(body.get("tools"), list) and body["tools"]:
+        found.append(Need("tools", "tools"))
+    if _split(body.get("messages"))[2]:
+        found.append(Need("vision", "messages"))
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") in (
+        "json_object",
+        "json_schema",
+    ):
+        found.append(Need("json", "response_format"))
+    return tuple(found)
