@@ -42,7 +42,7 @@ from gateway.engine.plan import (
     plan_targets,
 )
 from gateway.engine.types import KeyPolicy, RoutingTable, Target
-from gateway.health_glue import conn_key, record_health
+from gateway.health_glue import conn_key, record_health, remember_good
 from gateway.outcome import RunRecord
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
 from gateway.responses import (
@@ -387,6 +387,7 @@ class AttemptLoop:
             )
             self.items.append(item)
             record_health(self.ctx.table, target, item, outcome)
+            remember_good(self.ctx.table, target)
             return self._success(target, item, outcome, started_wall)
         failure = outcome.failure
         assert failure is not None
@@ -689,9 +690,10 @@ class StreamBody:
         result = self.stream.result
         result.latency_s = self.item.latency_ms / 1000
         result.usage = self.usage
-        trigger = record_health(
-            self.loop.ctx.table, self.target, self._health_item(), result
-        )
+        health_item = self._health_item()
+        trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
+        if health_item.reason is None:
+            remember_good(self.loop.ctx.table, self.target)
         run.add_attempt(
             self.target,
             self.item,

@@ -62,3 +62,24 @@ def record_health(
     circuit = board.describe_circuit(connection, now)
     metrics.bounded(metrics.CIRCUIT_STATE, connection).set(_CIRCUIT_VALUE[circuit])
     return trigger
+
+
+LKGP_TTL_SECONDS = 24 * 3600  # spec 03 §8.6
+
+
+def lkgp_key(table: RoutingTable, target: Target) -> str | None:
+    """``lkgp:<combo primary key>`` or ``lkgp:<auto id>`` of the route that served."""
+    via = target.via
+    if via is None:
+        return None
+    if via.startswith("auto"):
+        return f"lkgp:{via}"
+    combo = table.combos.get(via.lower())
+    return f"lkgp:{combo.id}" if combo is not None else None
+
+
+def remember_good(table: RoutingTable, target: Target) -> None:
+    """Every served call through a combo or auto route records its target (§8.6)."""
+    key = lkgp_key(table, target)
+    if key is not None:
+        board.store.set(key, target.key, LKGP_TTL_SECONDS)

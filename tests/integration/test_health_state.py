@@ -139,3 +139,67 @@ def test_reset_health_clears_a_disabled_connection(client, upstream, gateway):
     gateway.reset_health()
     assert _health(gateway, "pa")["auth_status"] is None
     assert _chat(client, model="pa/m1").status_code == 200
+
+
+def test_rate_limit_without_retry_after_cools_down_thirty_seconds(
+    client, upstream, gateway
+):
+    import time
+    from datetime import datetime
+
+    upstream.add("m1", status=429, times=1)
+    before = time.time()
+    _chat(client, model="pa/m1")
+    until = datetime.fromisoformat(
+        _health(gateway, "pa")["cooldown_until"].replace("Z", "+00:00")
+    ).timestamp()
+    assert 29 <= until - before <= 32
+
+
+def test_stream_rate_limit_event_before_the_first_token_fails_over(
+    client, upstream, gateway
+):
+    upstream.add(
+        "m1", stream_error={"type": "rate_limit_error", "message": "slow"}, times=1
+    )
+    response = _chat(client, models=["pa/m1", "pb/m2"], stream=True)
+    assert response.status_code == 200
+    assert '"served_model":"pb/m2"' in response.text.replace(" ", "")
+    assert '"reason":"rate_limit"' in response.text.replace(" ", "")
+    assert _health(gateway, "pa")["cooldown_until"] is not None
+
+
+def test_stream_reset_before_headers_fails_over(client, upstream):
+    upstream.add("m1", reset="before_headers")
+    response = _chat(client, models=["pa/m1", "pb/m2"], stream=True)
+    assert response.status_code == 200
+    text = response.text.replace(" ", "")
+    assert '"reason":"connection_error"' in text
+    assert text.rstrip().endswith("data:[DONE]")
+
+
+def test_client_leaving_a_hanging_call_cancels_it_and_is_logged(upstream, gateway):
+    import time
+
+    from tests.integration.conftest import KEY_ALL
+
+    upstream.add("m1", hang=True, times=1)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            f"{gateway.url}/v1/chat/completions",
+            timeout=1.0,
+            headers={"Authorization": f"Bearer {KEY_ALL}"},
+            json={"model": "pa/m1", "messages": MESSAGES},
+        )
+    upstream.wait_for("cancelled", timeout_seconds=3)
+    deadline = time.monotonic() + 5
+    rows = []
+    while time.monotonic() < deadline and not rows:
+        rows = gateway.requests_log("status = 'client_closed' and stream = 0")
+        time.sleep(0.1)
+    assert rows
+    attempts = gateway.attempts_log(rows[-1]["id"])
+    assert [(a["result"], a["reason"]) for a in attempts] == [
+        ("cancelled", "client_cancelled")
+    ]
+    assert _health(gateway, "pa")["circuit"] == "closed"
