@@ -15,11 +15,11 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.chat import (
+from gateway.chat import handle_chat
+from gateway.context import (
     ChatContext,
     StreamReply,
     authenticate_request,
-    handle_chat,
     refuse_oversize,
 )
 from gateway.engine.types import KeyPolicy, RoutingTable

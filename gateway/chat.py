@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +27,11 @@ from gateway.accounting import (
     result_of,
     usage_numbers,
 )
-from gateway.auth import authenticate
+from gateway.context import (
+    ChatContext,
+    StreamReply,
+    refusal,
+)
 from gateway.engine.dialects import REGISTRY
 from gateway.engine.facts import Need, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue, terminal
@@ -41,89 +44,24 @@ from gateway.engine.plan import (
     effective_options,
     plan_targets,
 )
-from gateway.engine.types import KeyPolicy, RoutingTable, Target
+from gateway.engine.types import KeyPolicy, Target
 from gateway.health_glue import conn_key, record_health, remember_good
 from gateway.outcome import RunRecord
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
 from gateway.responses import (
-    DONE_FRAME,
     JSON_CONTENT_TYPE,
     SSE_HEADERS,
     JSONReply,
     error_reply,
     omniroute_headers,
-    sse_frame,
 )
+from gateway.streaming import StreamBody
 from providers.health import board
 from providers.http import client_for
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
 logger = logging.getLogger("omniroute.gateway")
-
-V1_ENDPOINT = "/v1/chat/completions"
-CLASSIC_ENDPOINT = "/chat/completions"
-
-
-@dataclass(slots=True, kw_only=True)
-class ChatContext:
-    endpoint: str
-    headers: Mapping[str, str]
-    table: RoutingTable
-    record: Callable[[RunRecord], None]
-    started: float = field(default_factory=time.perf_counter)
-    received_at: float = field(default_factory=time.time)
-    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
-
-    @property
-    def classic(self) -> bool:
-        return self.endpoint == CLASSIC_ENDPOINT
-
-
-@dataclass(slots=True, kw_only=True)
-class StreamReply:
-    headers: list[tuple[bytes, bytes]]
-    body: AsyncIterator[bytes]
-    status: int = 200
-
-
-def _refusal(
-    ctx: ChatContext, exc: RequestError | ChainError, run: RunRecord | None
-) -> JSONReply:
-    metrics.bounded(metrics.REFUSALS, exc.code).inc()
-    reply = error_reply(
-        exc.status,
-        message=exc.message,
-        error_type=exc.error_type,
-        code=exc.code,
-        param=exc.param,
-    )
-    if run is not None:
-        run.refuse(exc.status, exc.code, exc.message)
-        ctx.record(run)
-    return reply
-
-
-def authenticate_request(ctx: ChatContext) -> KeyPolicy | JSONReply:
-    """The key, or the 401 reply (counted, never logged: spec 06 §1.1)."""
-    try:
-        return authenticate(ctx.headers, ctx.table, ctx.received_at)
-    except RequestError as exc:
-        return _refusal(ctx, exc, None)
-
-
-def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> JSONReply:
-    """413 ``body_too_large`` for an authenticated request, logged as refused."""
-    run = RunRecord.start(
-        ctx.request_id,
-        ctx.endpoint,
-        key,
-        ctx.table.version,
-        ctx.received_at,
-        ctx.started,
-    )
-    exc = RequestError(413, "body_too_large", f"Request body exceeds {limit} bytes")
-    return _refusal(ctx, exc, run)
 
 
 async def handle_chat(
@@ -158,7 +96,7 @@ async def handle_chat(
             warnings=warnings,
         )
     except (RequestError, ChainError) as exc:
-        return _refusal(ctx, exc, run)
+        return refusal(ctx, exc, run)
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
     loop = AttemptLoop(ctx=ctx, key=key, request=request, chain=chain, rec=run)
@@ -591,131 +529,6 @@ class AttemptLoop:
             started_wall=started_wall,
         )
         return StreamReply(headers=headers, body=body.frames())
-
-
-@dataclass(slots=True, kw_only=True)
-class StreamBody:
-    """A committed stream: relay, rewrite ``model``, end with ``omniroute``."""
-
-    loop: AttemptLoop
-    target: Target
-    item: Item
-    stream: proxy.OpenStream
-    started_wall: float
-    chars: int = 0
-    usage: dict[str, Any] | None = None
-    completed: bool = False
-
-    def _prepare(self, chunk: dict[str, Any]) -> bytes | None:
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self.usage = usage
-        choices = chunk.get("choices")
-        if not choices and usage is not None and not self.loop.request.include_usage:
-            return None
-        if choices:
-            for choice in choices:
-                delta = choice.get("delta") if isinstance(choice, dict) else None
-                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                    self.chars += len(delta["content"])
-        chunk["model"] = self.target.model_key
-        return sse_frame(chunk)
-
-    def _tail(self, created: int, chunk_id: str) -> bytes:
-        tail: dict[str, Any] = {
-            "id": chunk_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": self.target.model_key,
-            "choices": [],
-        }
-        interrupted = self.stream.interrupted
-        if interrupted is not None:
-            self.item.detail = "stream_interrupted"
-            tail["error"] = {
-                "message": f"Upstream stream interrupted ({interrupted.reason.value})",
-                "type": "upstream_error",
-                "code": "stream_interrupted",
-            }
-        tail["omniroute"] = self.loop.omniroute(self.target)
-        return sse_frame(tail) + DONE_FRAME
-
-    async def frames(self) -> AsyncIterator[bytes]:
-        run = self.loop.rec
-        created, chunk_id = int(self.started_wall), f"chatcmpl-{run.request_id.hex}"
-        try:
-            first = True
-            async for chunk in self.stream.chunks():
-                if isinstance(chunk.get("id"), str):
-                    chunk_id = chunk["id"]
-                if isinstance(chunk.get("created"), int):
-                    created = chunk["created"]
-                frame = self._prepare(chunk)
-                if frame is None:
-                    continue
-                if first:
-                    run.mark_ttft()
-                    first = False
-                yield frame
-            self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
-            yield self._tail(created, chunk_id)
-            self.completed = True
-        finally:
-            await self.stream.aclose()
-            self._finish()
-
-    def _health_item(self) -> Item:
-        """What the stream did to its connection (a disconnect counts for nothing)."""
-        interrupted = self.stream.interrupted
-        if not self.completed:
-            reason, detail = "client_cancelled", None
-        elif interrupted is not None:
-            reason = interrupted.reason.value
-            detail = interrupted.detail.value if interrupted.detail else None
-        else:
-            reason, detail = None, None
-        return Item(
-            model=self.item.model,
-            slot=self.item.slot,
-            via=self.item.via,
-            status="failed" if reason else "served",
-            reason=reason,
-            detail=detail,
-            connection=self.item.connection,
-        )
-
-    def _finish(self) -> None:
-        run = self.loop.rec
-        self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
-        result = self.stream.result
-        result.latency_s = self.item.latency_ms / 1000
-        result.usage = self.usage
-        health_item = self._health_item()
-        trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
-        if health_item.reason is None:
-            remember_good(self.loop.ctx.table, self.target)
-        run.add_attempt(
-            self.target,
-            self.item,
-            self.started_wall,
-            result,
-            billable=True,
-            estimate_body=self.loop.request.body,
-            delivered_chars=self.chars,
-            trigger=trigger,
-        )
-        if not self.completed:
-            run.client_closed(200)
-        elif self.stream.interrupted is not None:
-            run.interrupt(
-                self.target,
-                self.loop.calls,
-                len(self.loop.chain) > 1,
-                self.stream.interrupted_error or "",
-            )
-        else:
-            run.succeed(self.target, 200, self.loop.calls, len(self.loop.chain) > 1)
-        self.loop.ctx.record(run)
 
 
 __all__ = [

@@ -1,0 +1,80 @@
+"""Request context, reply types and the refusals decided before the attempt loop."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.auth import authenticate
+from gateway.engine.plan import ChainError
+from gateway.engine.types import KeyPolicy, RoutingTable
+from gateway.outcome import RunRecord
+from gateway.requests import RequestError
+from gateway.responses import JSONReply, error_reply
+from telemetry import metrics
+
+V1_ENDPOINT = "/v1/chat/completions"
+CLASSIC_ENDPOINT = "/chat/completions"
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatContext:
+    endpoint: str
+    headers: Mapping[str, str]
+    table: RoutingTable
+    record: Callable[[RunRecord], None]
+    started: float = field(default_factory=time.perf_counter)
+    received_at: float = field(default_factory=time.time)
+    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    @property
+    def classic(self) -> bool:
+        return self.endpoint == CLASSIC_ENDPOINT
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamReply:
+    headers: list[tuple[bytes, bytes]]
+    body: AsyncIterator[bytes]
+    status: int = 200
+
+
+def refusal(
+    ctx: ChatContext, exc: RequestError | ChainError, run: RunRecord | None
+) -> JSONReply:
+    metrics.bounded(metrics.REFUSALS, exc.code).inc()
+    reply = error_reply(
+        exc.status,
+        message=exc.message,
+        error_type=exc.error_type,
+        code=exc.code,
+        param=exc.param,
+    )
+    if run is not None:
+        run.refuse(exc.status, exc.code, exc.message)
+        ctx.record(run)
+    return reply
+
+
+def authenticate_request(ctx: ChatContext) -> KeyPolicy | JSONReply:
+    """The key, or the 401 reply (counted, never logged: spec 06 §1.1)."""
+    try:
+        return authenticate(ctx.headers, ctx.table, ctx.received_at)
+    except RequestError as exc:
+        return refusal(ctx, exc, None)
+
+
+def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> JSONReply:
+    """413 ``body_too_large`` for an authenticated request, logged as refused."""
+    run = RunRecord.start(
+        ctx.request_id,
+        ctx.endpoint,
+        key,
+        ctx.table.version,
+        ctx.received_at,
+        ctx.started,
+    )
+    exc = RequestError(413, "body_too_large", f"Request body exceeds {limit} bytes")
+    return refusal(ctx, exc, run)

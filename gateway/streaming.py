@@ -1,0 +1,150 @@
+"""The committed part of a stream (spec 02 §8): relay, rewrite, end, record.
+
+``StreamBody.frames()`` yields the buffered chunks and then the live remainder of the
+upstream stream, each with ``model`` rewritten to the served ``provider/model``, hides
+the usage-only chunk from clients that did not ask for usage, and ends with the chunk
+carrying the ``omniroute`` object (or the ``stream_interrupted`` error chunk) and
+``data: [DONE]``.  Its ``finally`` closes the upstream and records the attempt and the
+request, also when the client went away.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gateway import proxy
+from gateway.engine.failover import Item
+from gateway.engine.types import Target
+from gateway.health_glue import record_health, remember_good
+from gateway.responses import DONE_FRAME, sse_frame
+
+if TYPE_CHECKING:
+    from gateway.chat import AttemptLoop
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamBody:
+    """A committed stream: relay, rewrite ``model``, end with ``omniroute``."""
+
+    loop: AttemptLoop
+    target: Target
+    item: Item
+    stream: proxy.OpenStream
+    started_wall: float
+    chars: int = 0
+    usage: dict[str, Any] | None = None
+    completed: bool = False
+
+    def _prepare(self, chunk: dict[str, Any]) -> bytes | None:
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        choices = chunk.get("choices")
+        if not choices and usage is not None and not self.loop.request.include_usage:
+            return None
+        if choices:
+            for choice in choices:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                    self.chars += len(delta["content"])
+        chunk["model"] = self.target.model_key
+        return sse_frame(chunk)
+
+    def _tail(self, created: int, chunk_id: str) -> bytes:
+        tail: dict[str, Any] = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": self.target.model_key,
+            "choices": [],
+        }
+        interrupted = self.stream.interrupted
+        if interrupted is not None:
+            self.item.detail = "stream_interrupted"
+            tail["error"] = {
+                "message": f"Upstream stream interrupted ({interrupted.reason.value})",
+                "type": "upstream_error",
+                "code": "stream_interrupted",
+            }
+        tail["omniroute"] = self.loop.omniroute(self.target)
+        return sse_frame(tail) + DONE_FRAME
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        run = self.loop.rec
+        created, chunk_id = int(self.started_wall), f"chatcmpl-{run.request_id.hex}"
+        try:
+            first = True
+            async for chunk in self.stream.chunks():
+                if isinstance(chunk.get("id"), str):
+                    chunk_id = chunk["id"]
+                if isinstance(chunk.get("created"), int):
+                    created = chunk["created"]
+                frame = self._prepare(chunk)
+                if frame is None:
+                    continue
+                if first:
+                    run.mark_ttft()
+                    first = False
+                yield frame
+            self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
+            yield self._tail(created, chunk_id)
+            self.completed = True
+        finally:
+            await self.stream.aclose()
+            self._finish()
+
+    def _health_item(self) -> Item:
+        """What the stream did to its connection (a disconnect counts for nothing)."""
+        interrupted = self.stream.interrupted
+        if not self.completed:
+            reason, detail = "client_cancelled", None
+        elif interrupted is not None:
+            reason = interrupted.reason.value
+            detail = interrupted.detail.value if interrupted.detail else None
+        else:
+            reason, detail = None, None
+        return Item(
+            model=self.item.model,
+            slot=self.item.slot,
+            via=self.item.via,
+            status="failed" if reason else "served",
+            reason=reason,
+            detail=detail,
+            connection=self.item.connection,
+        )
+
+    def _finish(self) -> None:
+        run = self.loop.rec
+        self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
+        result = self.stream.result
+        result.latency_s = self.item.latency_ms / 1000
+        result.usage = self.usage
+        health_item = self._health_item()
+        trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
+        if health_item.reason is None:
+            remember_good(self.loop.ctx.table, self.target)
+        run.add_attempt(
+            self.target,
+            self.item,
+            self.started_wall,
+            result,
+            billable=True,
+            estimate_body=self.loop.request.body,
+            delivered_chars=self.chars,
+            trigger=trigger,
+        )
+        if not self.completed:
+            run.client_closed(200)
+        elif self.stream.interrupted is not None:
+            run.interrupt(
+                self.target,
+                self.loop.calls,
+                len(self.loop.chain) > 1,
+                self.stream.interrupted_error or "",
+            )
+        else:
+            run.succeed(self.target, 200, self.loop.calls, len(self.loop.chain) > 1)
+        self.loop.ctx.record(run)
