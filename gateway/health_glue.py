@@ -11,6 +11,7 @@ from gateway.engine.breaker import (
     Circuit,
     CooldownConfig,
     HealthConfig,
+    config_from_settings,
 )
 from gateway.engine.failover import Item
 from gateway.engine.types import RoutingTable, Target
@@ -32,9 +33,9 @@ def health_config(table: RoutingTable) -> HealthConfig:
     if config is None:
         settings = table.settings
         config = _configs[table.version] = HealthConfig(
-            breaker=BreakerConfig.from_settings(settings.breaker),
-            cooldown=CooldownConfig.from_settings(settings.cooldown),
-            auth=AuthDisableConfig.from_settings(settings.auth_disable),
+            breaker=config_from_settings(BreakerConfig, settings.breaker),
+            cooldown=config_from_settings(CooldownConfig, settings.cooldown),
+            auth=config_from_settings(AuthDisableConfig, settings.auth_disable),
             model_lock_minutes=settings.model_lock_minutes,
         )
     return config

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway.engine.errors import FailureDetail, FailureReason
 
@@ -42,6 +42,15 @@ class BreakerOutcome(StrEnum):
     IGNORED = "ignored"
 
 
+_Config = TypeVar("_Config", "BreakerConfig", "CooldownConfig", "AuthDisableConfig")
+
+
+def config_from_settings(cls: type[_Config], data: Mapping[str, Any]) -> _Config:
+    """A config from a YAML ``settings:`` group; keys it does not know are ignored."""
+    known: dict[str, Any] = {k: v for k, v in data.items() if k in cls.__slots__}
+    return cls(**known)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakerConfig:
     consecutive_failures: int = 5
@@ -51,11 +60,6 @@ class BreakerConfig:
     open_seconds: float = 30.0
     max_open_seconds: float = 300.0
 
-    @classmethod
-    def from_settings(cls, data: Mapping[str, Any]) -> BreakerConfig:
-        known: dict[str, Any] = {k: v for k, v in data.items() if k in cls.__slots__}
-        return cls(**known)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CooldownConfig:
@@ -63,21 +67,11 @@ class CooldownConfig:
     max_seconds: float = 300.0
     max_retry_after_seconds: float = 3600.0
 
-    @classmethod
-    def from_settings(cls, data: Mapping[str, Any]) -> CooldownConfig:
-        known: dict[str, Any] = {k: v for k, v in data.items() if k in cls.__slots__}
-        return cls(**known)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthDisableConfig:
     seconds: float = 300.0
     max_seconds: float = 3600.0
-
-    @classmethod
-    def from_settings(cls, data: Mapping[str, Any]) -> AuthDisableConfig:
-        known: dict[str, Any] = {k: v for k, v in data.items() if k in cls.__slots__}
-        return cls(**known)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

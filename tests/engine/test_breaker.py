@@ -20,6 +20,7 @@ from gateway.engine.breaker import (
     auth_success,
     breaker_outcome,
     claim_probe,
+    config_from_settings,
     cooldown_success,
     lock_until,
     rate_limited,
@@ -185,8 +186,8 @@ def test_record_outcome_never_mutates_its_input():
 
 
 def test_breaker_config_from_settings_keeps_known_keys_only():
-    config = BreakerConfig.from_settings(
-        {"consecutive_failures": 3, "open_seconds": 10, "colour": "red"}
+    config = config_from_settings(
+        BreakerConfig, {"consecutive_failures": 3, "open_seconds": 10, "colour": "red"}
     )
 
     assert config == BreakerConfig(consecutive_failures=3, open_seconds=10)
@@ -354,7 +355,7 @@ def test_retry_after_is_honoured_exactly_within_1_second_and_the_maximum(
 
 
 def test_retry_after_maximum_comes_from_the_config():
-    config = CooldownConfig.from_settings({"max_retry_after_seconds": 60})
+    config = config_from_settings(CooldownConfig, {"max_retry_after_seconds": 60})
 
     assert rate_limited(Cooldown(), 0.0, 90.0, config).until == 60.0
 
@@ -392,7 +393,9 @@ def test_a_new_rate_limit_never_shortens_the_cooldown():
 
 
 def test_cooldown_config_from_settings():
-    config = CooldownConfig.from_settings({"base_seconds": 10, "max_seconds": 40})
+    config = config_from_settings(
+        CooldownConfig, {"base_seconds": 10, "max_seconds": 40}
+    )
 
     durations = []
     state = Cooldown()
@@ -450,7 +453,9 @@ def test_auth_success_without_failures_returns_the_same_state():
 
 
 def test_auth_disable_config_from_settings():
-    config = AuthDisableConfig.from_settings({"seconds": 60, "max_seconds": 100})
+    config = config_from_settings(
+        AuthDisableConfig, {"seconds": 60, "max_seconds": 100}
+    )
 
     first = auth_failed(AuthDisable(), 0.0, "auth_failed", "", config)
     second = auth_failed(first, 0.0, "auth_failed", "", config)
