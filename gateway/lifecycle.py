@@ -7,13 +7,15 @@ import logging
 
 from gateway.state import tables
 from providers.http import close_upstream_clients
-from telemetry import recorder
+from telemetry import recorder, webhooks
 
 logger = logging.getLogger(__name__)
 
 
 async def startup() -> None:
     await tables.ensure()
+    # Without a broker, pending webhook deliveries are rows this process resumes.
+    webhooks.start()
     try:
         imported = await asyncio.to_thread(recorder.import_spill_files)
     except Exception:
@@ -27,4 +29,5 @@ async def startup() -> None:
 async def shutdown() -> None:
     tables.stop()
     await asyncio.to_thread(recorder.recorder.shutdown)
+    await asyncio.to_thread(webhooks.shutdown)
     await close_upstream_clients()

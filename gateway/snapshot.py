@@ -34,10 +34,12 @@ from gateway.engine.types import (
     RoutingTable,
     SmartRouteInfo,
     Strategy,
+    WebhookTarget,
 )
 from gateway.engine.types import GatewaySettings as SettingsInfo
 from providers import crypto
 from providers.models import ConfigRevision, Connection, Provider, ProviderModel
+from telemetry.models import WebhookEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +197,14 @@ def _settings() -> SettingsInfo:
     )
 
 
+def _webhooks() -> tuple[WebhookTarget, ...]:
+    rows = WebhookEndpoint.objects.filter(active=True).order_by("id")
+    return tuple(
+        WebhookTarget(endpoint_id=row.id, events=frozenset(row.events or ()))
+        for row in rows.only("id", "events")
+    )
+
+
 def build_table() -> RoutingTable:
     """Read every configuration row once and freeze it into a routing table."""
     version = current_version()
@@ -235,4 +245,5 @@ def build_table() -> RoutingTable:
         smart_routes=MappingProxyType(smart),
         bare_models=MappingProxyType({k: tuple(v) for k, v in bare.items()}),
         settings=_settings(),
+        webhooks=_webhooks(),
     )

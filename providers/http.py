@@ -9,11 +9,15 @@
   kind's ASGI app, so the demo answers in-process with no network.
 * ``client_for(kind)``: the client a provider kind uses.
 * ``sync_client()``: for Celery jobs and the admin (30 s timeout, spec 06 §3.1).
+* ``sync_post()``: one POST with ``sync_client()`` whose transport errors become a
+  ``SyncReply`` without a status (webhook deliveries, spec 02 §12.3).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
@@ -91,3 +95,36 @@ def sync_client(*, timeout_s: float = 30.0) -> httpx.Client:
         trust_env=False,
         headers={"User-Agent": "OmniRoute/0.1"},
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncReply:
+    """What one ``sync_post`` got: a status and the start of the body, or an error."""
+
+    status: int | None = None  # None: no HTTP response (network error, bad URL)
+    head: bytes = b""
+    error: str | None = None
+
+
+def sync_post(
+    url: str,
+    *,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    max_head_bytes: int = 1024,
+) -> SyncReply:
+    """POST ``content``; read at most ``max_head_bytes`` of the reply; no redirects."""
+    try:
+        with (
+            sync_client(timeout_s=timeout_s) as client,
+            client.stream("POST", url, content=content, headers=headers) as response,
+        ):
+            head = b""
+            for chunk in response.iter_bytes():
+                head += chunk
+                if len(head) >= max_head_bytes:
+                    break
+            return SyncReply(status=response.status_code, head=head[:max_head_bytes])
+    except (httpx.RequestError, httpx.InvalidURL) as exc:
+        return SyncReply(error=f"{type(exc).__name__}: {exc}")

@@ -1,13 +1,27 @@
-"""Read-only admin for the request and attempt log."""
+"""Read-only admin for the request and attempt log and webhook deliveries; the
+webhook endpoint admin (secret write-only, "Send test event")."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.contrib import admin
-from django.http import HttpRequest
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
-from telemetry.models import AttemptLog, RequestLog
+from telemetry import services
+from telemetry.models import AttemptLog, RequestLog, WebhookDelivery, WebhookEndpoint
+
+logger = logging.getLogger(__name__)
+
+SECRET_HELP = (
+    "Write-only: signs each delivery (HMAC-SHA256). Leave empty to keep the stored "
+    "secret; on a new endpoint, empty generates one (32 random bytes, hex), shown once."
+)
+SECRET_TEMPLATE = "admin/telemetry/webhookendpoint/secret_created.html"
+_GENERATED_SECRET = "_omniroute_generated_webhook_secret"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -90,3 +104,114 @@ class AttemptLogAdmin(ReadOnlyAdmin):
     list_filter = ("result", "provider", "billable")
     search_fields = ("target", "model", "request__id")
     date_hierarchy = "started_at"
+
+
+class WebhookEndpointForm(forms.ModelForm):
+    url = forms.URLField(
+        max_length=2000, assume_scheme="https", help_text="http:// or https://"
+    )
+    secret = forms.CharField(
+        required=False,
+        strip=True,
+        label="Signing secret",
+        help_text=SECRET_HELP,
+        widget=forms.PasswordInput(
+            render_value=False, attrs={"autocomplete": "new-password"}
+        ),
+    )
+    events = forms.MultipleChoiceField(
+        required=False,
+        choices=WebhookEndpoint.Event.choices,
+        initial=[WebhookEndpoint.Event.MODEL_FAILOVER],
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = ("url", "events", "active")
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    form = WebhookEndpointForm
+    list_display = ("url", "event_list", "active", "secret_display", "updated_at")
+    list_filter = ("active",)
+    search_fields = ("url",)
+    fields = ("url", "secret", "secret_display", "events", "active")
+    readonly_fields = ("secret_display",)
+    actions = ("send_test_event",)
+
+    @admin.display(description="events")
+    def event_list(self, obj: WebhookEndpoint) -> str:
+        return ", ".join(obj.events or ()) or "—"
+
+    @admin.display(description="signing secret")
+    def secret_display(self, obj: WebhookEndpoint) -> str:
+        return obj.secret_display or "—"
+
+    def save_model(
+        self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool
+    ) -> None:
+        generated = services.save_webhook_endpoint(
+            obj, secret=form.cleaned_data.get("secret") or None
+        )
+        setattr(request, _GENERATED_SECRET, generated)
+
+    def response_add(
+        self, request: HttpRequest, obj: WebhookEndpoint, post_url_continue: Any = None
+    ) -> HttpResponse:
+        generated = getattr(request, _GENERATED_SECRET, None)
+        if not generated:
+            return super().response_add(request, obj, post_url_continue)
+        # Shown once, in this response only: never stored in messages or the page.
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "endpoint": obj,
+            "secret": generated,
+            "title": "Webhook endpoint created",
+        }
+        return TemplateResponse(request, SECRET_TEMPLATE, context)
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        services.delete_webhook_endpoints([obj])
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        services.delete_webhook_endpoints(queryset)
+
+    @admin.action(description="Send test event", permissions=("change",))
+    def send_test_event(self, request: HttpRequest, queryset: Any) -> None:
+        endpoints = list(queryset)
+        sent = services.send_test_event(endpoints)
+        skipped = len(endpoints) - len(sent)
+        logger.info(
+            "admin %s queued a test event for %d webhook endpoint(s)",
+            request.user,
+            len(sent),
+        )
+        note = f" ({skipped} inactive endpoint(s) skipped)" if skipped else ""
+        self.message_user(
+            request,
+            f"Test event queued for {len(sent)} endpoint(s){note}; "
+            "see Webhook deliveries for the result.",
+            messages.SUCCESS if sent else messages.WARNING,
+        )
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "event",
+        "event_id",
+        "endpoint",
+        "status",
+        "tries",
+        "last_status_code",
+        "next_attempt_at",
+        "delivered_at",
+    )
+    list_filter = ("status", "event", "endpoint")
+    search_fields = ("event_id", "endpoint__url")
+    list_select_related = ("endpoint",)
+    date_hierarchy = "created_at"

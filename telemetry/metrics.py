@@ -92,6 +92,10 @@ LOG_FLUSH_FAILURES = Counter(
 CIRCUIT_STATE = Gauge(
     "omniroute_circuit_state", "0 closed, 1 half-open, 2 open", ("breaker",)
 )
+WEBHOOK_ENQUEUE_FAILURES = Counter(
+    "omniroute_webhook_enqueue_failures_total",
+    "Webhook deliveries not handed on (broker unreachable, buffer full, insert failed)",
+)
 CONFIG_VERSION = Gauge("omniroute_config_version", "Config snapshot version in use")
 LABEL_OVERFLOW = Counter(
     "omniroute_metrics_label_overflow_total",

@@ -1,10 +1,16 @@
-"""The request and attempt log (spec 06 §1.1, §1.2).  Written only by the recorder."""
+"""The request and attempt log (spec 06 §1.1, §1.2), written only by the recorder;
+webhook endpoints and their deliveries (spec 02 §12)."""
 
 from __future__ import annotations
 
 import uuid
 
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import models
+from django.utils import timezone
+
+from providers import crypto
 
 
 class RequestLog(models.Model):
@@ -139,3 +145,92 @@ class AttemptLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.target} {self.result}"
+
+
+class WebhookEndpoint(models.Model):
+    """A receiver of gateway events (spec 02 §12.3); not part of the YAML file."""
+
+    class Event(models.TextChoices):
+        MODEL_FAILOVER = "model_failover"
+
+    #: the event the admin's "Send test event" sends; no endpoint subscribes to it
+    PING = "ping"
+
+    url = models.URLField(
+        max_length=2000, validators=(URLValidator(schemes=("http", "https")),)
+    )
+    # A Fernet token (``providers.crypto``); the plaintext never reaches the admin.
+    secret_encrypted = models.TextField()
+    secret_last4 = models.CharField(max_length=4, blank=True)
+    events = models.JSONField(default=list, blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return self.url
+
+    def clean(self) -> None:
+        events = self.events if isinstance(self.events, list) else None
+        allowed = set(self.Event.values)
+        if events is None or any(e not in allowed for e in events):
+            raise ValidationError(
+                {"events": f"must be a list of: {', '.join(sorted(allowed))}"}
+            )
+        self.events = [e for e in self.Event.values if e in events]
+
+    def set_secret(self, value: str) -> None:
+        self.secret_encrypted = crypto.encrypt(value)
+        self.secret_last4 = value[-4:]
+
+    def secret(self) -> str:
+        """The plaintext signing key (raises ``crypto.SecretUnreadable``)."""
+        return crypto.decrypt(self.secret_encrypted)
+
+    @property
+    def secret_display(self) -> str:
+        return f"•••• {self.secret_last4}" if self.secret_encrypted else ""
+
+
+class WebhookDelivery(models.Model):
+    """One event for one endpoint; its pending state is the row (spec 02 §12.3)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    event_id = models.CharField(max_length=64)
+    event = models.CharField(max_length=64)
+    payload = models.JSONField()
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    tries = models.PositiveSmallIntegerField(default=0)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # While a try is in flight this holds its lease end, so no other worker takes it.
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("endpoint", "event_id"), name="webhook_delivery_once"
+            ),
+        )
+        indexes = (
+            models.Index(fields=("status", "next_attempt_at"), name="webhook_due"),
+        )
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.event_id} -> {self.endpoint_id}"

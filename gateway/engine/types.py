@@ -206,6 +206,15 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookTarget:
+    """A webhook endpoint as publishing sees it (spec 02 §12.3): no URL, no secret."""
+
+    endpoint_id: int
+    events: frozenset[str] = frozenset()
+    active: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RoutingTable:
     version: int = 0
     providers: Mapping[str, ProviderInfo] = field(
@@ -225,6 +234,8 @@ class RoutingTable:
         default_factory=lambda: _EMPTY
     )
     settings: GatewaySettings = field(default_factory=GatewaySettings)
+    #: active webhook endpoints, by id
+    webhooks: tuple[WebhookTarget, ...] = ()
 
     def __post_init__(self) -> None:
         # Spec 03 §1.1 step 4: priority descending, then creation order.  The sort is

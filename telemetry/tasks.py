@@ -1,0 +1,26 @@
+"""Celery tasks of the telemetry app: thin wrappers over services (style §2.10)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from celery.utils.log import get_task_logger
+
+from telemetry import webhook_delivery
+
+logger = get_task_logger(__name__)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def deliver_webhook_task(delivery_id: int) -> None:
+    """One try of one webhook delivery; the service schedules the next try itself.
+
+    Idempotent: a duplicate or early message finds the row claimed, finished or not
+    yet due, and does nothing.
+    """
+    result = webhook_delivery.deliver(delivery_id)
+    if result is None:
+        logger.info("webhook delivery %s: nothing due", delivery_id)
+    else:
+        logger.info(
+            "webhook delivery %s: try %d %s", delivery_id, result.tries, result.status
+        )
