@@ -166,8 +166,24 @@ class ConnectionInline(admin.TabularInline):
         "priority",
         "default_model",
         "max_concurrency",
+        "health",
     )
     show_change_link = True
+    readonly_fields = ("health",)
+
+    @admin.display(description="health (this process)")
+    def health(self, obj: Connection) -> str:
+        if obj.pk is None:
+            return "—"
+        view = health_view(obj)
+        parts = [f"circuit {view['circuit']}"]
+        if view["cooldown_until"]:
+            parts.append(f"cooldown until {view['cooldown_until']}")
+        if view["auth_status"]:
+            parts.append(f"{view['auth_status']} until {view['auth_disabled_until']}")
+        if view["locked_models"]:
+            parts.append("locked: " + ", ".join(view["locked_models"]))
+        return "; ".join(parts)
 
 
 class ProviderModelInline(admin.TabularInline):

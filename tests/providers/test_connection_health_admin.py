@@ -81,3 +81,14 @@ def test_reenable_action_clears_an_auth_disable(admin_client, connection):
     )
     assert board.skip_reason(conn, "m1", 0, time.time()) is None
     board.reset(conn)
+
+
+def test_provider_page_shows_each_connection_health(admin_client, connection):
+    conn = connection_key("hp", "main")
+    board.reset(conn)
+    _fail(conn, "rate_limit")
+    html = admin_client.get(
+        f"/admin/providers/provider/{connection.provider.pk}/change/"
+    ).content.decode()
+    assert "circuit closed; cooldown until" in html
+    board.reset(conn)
