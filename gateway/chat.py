@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,6 +45,7 @@ from gateway.engine.plan import (
 )
 from gateway.engine.types import KeyPolicy, Target
 from gateway.health_glue import conn_key, record_health, remember_good
+from gateway.ids import new_id
 from gateway.outcome import RunRecord
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
 from gateway.responses import (
@@ -361,7 +361,7 @@ class AttemptLoop:
         metrics.bounded(metrics.MODEL_FAILOVERS, source, target, reason or "none").inc()
         event = {
             "event": "model_failover",
-            "id": str(uuid.uuid4()),
+            "id": str(new_id()),
             "occurred_at": datetime.now(UTC)
             .isoformat(timespec="milliseconds")
             .replace("+00:00", "Z"),

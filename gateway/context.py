@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from gateway.auth import authenticate
 from gateway.engine.plan import ChainError
 from gateway.engine.types import KeyPolicy, RoutingTable
+from gateway.ids import new_id
 from gateway.outcome import RunRecord
 from gateway.requests import RequestError
 from gateway.responses import JSONReply, error_reply
@@ -27,7 +28,7 @@ class ChatContext:
     record: Callable[[RunRecord], None]
     started: float = field(default_factory=time.perf_counter)
     received_at: float = field(default_factory=time.time)
-    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    request_id: uuid.UUID = field(default_factory=new_id)
 
     @property
     def classic(self) -> bool:

@@ -23,6 +23,7 @@ from gateway.accounting import (
 )
 from gateway.engine.failover import Item
 from gateway.engine.types import KeyPolicy, Target
+from gateway.ids import new_id
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
@@ -126,7 +127,7 @@ class RunRecord:
         error = getattr(outcome, "error", None)
         self.attempts.append(
             {
-                "id": uuid.uuid4(),
+                "id": new_id(),
                 "request_id": self.request_id,
                 "attempt_no": len(self.attempts) + 1,
                 "started_at": _dt(started_wall),

@@ -1,7 +1,8 @@
 """Health state transitions (spec 03 §8.1–8.4): pure ``(state, outcome, now) -> state``.
 
 * Circuit breaker, one per connection: CLOSED counts failures (consecutive, and a
-  sliding window of outcomes); either rule opens it for ``open_seconds``.  When
+  sliding window of outcomes, kept in 1-second buckets); either rule opens it for
+  ``open_seconds``.  When
   ``open_until`` passes it reads HALF_OPEN: exactly one request may claim the probe (a
   lease of the attempt timeout + 5 s); probe success closes it and clears everything,
   probe failure re-opens it for twice as long (capped); an ignored outcome releases the
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 from gateway.engine.errors import FailureDetail, FailureReason
 
+WINDOW_BUCKET_SECONDS = 1.0  # resolution of the failure-ratio window
 PROBE_LEASE_EXTRA_SECONDS = 5.0  # spec 03 §8.1: the attempt's timeout + 5 s
 RATE_LEVEL_FORGET_SECONDS = 600.0  # spec 03 §8.2: a level with no rate limit for 600 s
 
@@ -77,8 +79,9 @@ class AuthDisableConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Breaker:
     consecutive: int = 0
-    #: (time, failed) outcomes inside the window, oldest first
-    window: tuple[tuple[float, bool], ...] = ()
+    #: 1-second buckets inside the window, oldest first:
+    #: (time of the bucket's latest outcome, outcomes, failures)
+    window: tuple[tuple[float, int, int], ...] = ()
     open_until: float | None = None
     open_seconds: float | None = None  # the current open period (doubles per probe)
     probe_until: float | None = None  # the probe lease while HALF_OPEN
@@ -128,6 +131,29 @@ def _open(state: Breaker, now: float, seconds: float) -> Breaker:
     )
 
 
+def _add_to_window(
+    window: tuple[tuple[float, int, int], ...], now: float, seconds: float, failed: bool
+) -> tuple[tuple[float, int, int], ...]:
+    """Count one outcome in its 1-second bucket; drop buckets wholly outside.
+
+    Buckets keep the cost of an outcome constant however busy the connection is (an
+    exact list of outcomes made every call O(requests per window)).  A bucket counts
+    until its latest outcome leaves the window, so an outcome may count up to 1 s
+    longer than ``window_seconds``.
+    """
+    horizon = now - seconds
+    start = 0
+    while start < len(window) and window[start][0] <= horizon:
+        start += 1
+    kept = window[start:]
+    if kept and int(kept[-1][0] // WINDOW_BUCKET_SECONDS) == int(
+        now // WINDOW_BUCKET_SECONDS
+    ):
+        _, outcomes, failures = kept[-1]
+        return (*kept[:-1], (now, outcomes + 1, failures + int(failed)))
+    return (*kept, (now, 1, int(failed)))
+
+
 def record_outcome(  # noqa: PLR0911
     state: Breaker, outcome: BreakerOutcome, now: float, config: BreakerConfig
 ) -> Breaker:
@@ -144,16 +170,16 @@ def record_outcome(  # noqa: PLR0911
         return replace(state, probe_until=None)
     if circuit is Circuit.OPEN or outcome is BreakerOutcome.IGNORED:
         return state
-    horizon = now - config.window_seconds
-    window = tuple(item for item in state.window if item[0] > horizon)
+    window = _add_to_window(
+        state.window, now, config.window_seconds, outcome is BreakerOutcome.FAILURE
+    )
     if outcome is BreakerOutcome.SUCCESS:
-        return Breaker(consecutive=0, window=(*window, (now, False)))
-    window = (*window, (now, True))
+        return Breaker(consecutive=0, window=window)
     consecutive = state.consecutive + 1
-    failures = sum(1 for _, failed in window if failed)
+    outcomes = sum(bucket[1] for bucket in window)
+    failures = sum(bucket[2] for bucket in window)
     trips = consecutive >= config.consecutive_failures or (
-        len(window) >= config.min_requests
-        and failures / len(window) >= config.failure_ratio
+        outcomes >= config.min_requests and failures / outcomes >= config.failure_ratio
     )
     if trips:
         return Breaker(

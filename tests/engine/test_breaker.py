@@ -173,7 +173,7 @@ def test_outcomes_older_than_the_window_do_not_count(second_batch_at, expected):
 def test_the_window_drops_outcomes_older_than_window_seconds():
     state = replay("SFS", [100.0, 130.0, 170.0])
 
-    assert state.window == ((130.0, True), (170.0, False))
+    assert state.window == ((130.0, 1, 1), (170.0, 1, 0))
 
 
 def test_record_outcome_never_mutates_its_input():
