@@ -26,13 +26,14 @@ from gateway.accounting import (
     result_of,
     usage_numbers,
 )
+from gateway.combo_plan import ComboPlan, RequestFacts, plan_combo
 from gateway.context import (
     ChatContext,
     StreamReply,
     refusal,
 )
 from gateway.engine.dialects import REGISTRY
-from gateway.engine.facts import Need, needed_tokens, needs
+from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue, terminal
 from gateway.engine.plan import (
     ChainError,
@@ -44,7 +45,12 @@ from gateway.engine.plan import (
     plan_targets,
 )
 from gateway.engine.types import KeyPolicy, Target
-from gateway.health_glue import conn_key, record_health, remember_good
+from gateway.health_glue import (
+    attempt_started,
+    conn_key,
+    record_health,
+    remember_good,
+)
 from gateway.ids import new_id
 from gateway.outcome import RunRecord
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
@@ -116,6 +122,7 @@ class AttemptLoop:
     failed_connections: set[str] = field(default_factory=set)
     too_large: set[str] = field(default_factory=set)
     needed: int | None = None
+    plans: list[ComboPlan] = field(default_factory=list)
     needs: tuple[Need, ...] | None = None
 
     @property
@@ -128,7 +135,7 @@ class AttemptLoop:
         max_calls = table.settings.max_attempts_per_request
         warnings: list[str] = []
         for index, slot in enumerate(self.chain):
-            for target in plan_targets(table, slot, warnings):
+            for target in self._slot_targets(slot, index, warnings):
                 if self.calls >= max_calls:
                     return self._all_failed()
                 if self._skipped(target, index):
@@ -146,6 +153,35 @@ class AttemptLoop:
         for warning in warnings:
             logger.warning("%s", warning)
         return self._all_failed()
+
+    def _slot_targets(
+        self, slot: Slot, index: int, warnings: list[str]
+    ) -> list[Target]:
+        """The slot's targets in order; a combo also lists its pre-filtered skips."""
+        combo = slot.resolved.combo
+        if combo is None:
+            return plan_targets(self.ctx.table, slot, warnings)
+        body = self.request.body
+        max_out = body.get("max_completion_tokens") or body.get("max_tokens")
+        plan = plan_combo(
+            self.ctx.table,
+            combo,
+            RequestFacts(
+                r_in=input_tokens(body.get("messages")),
+                max_out=max_out if isinstance(max_out, int) else None,
+                cache_key=cache_key(body),
+            ),
+        )
+        for target, skip in plan.skips:
+            self._skip(target, index, skip.reason, skip.retry_after_s)
+        self.plans.append(plan)
+        return plan.targets
+
+    def served(self, target: Target) -> None:
+        """State updates of a success: last-known-good, sticky strategy records."""
+        remember_good(self.ctx.table, target)
+        for plan in self.plans:
+            plan.succeeded(target)
 
     def _options(self, slot: Slot, target: Target) -> Any:
         r = self.request.redundancy
@@ -252,6 +288,7 @@ class AttemptLoop:
         started_wall = time.time()
         created = int(started_wall)
         client = client_for(target.provider.kind)
+        attempt_started(target)
         gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
         gauge.inc()
         try:
@@ -325,7 +362,7 @@ class AttemptLoop:
             )
             self.items.append(item)
             record_health(self.ctx.table, target, item, outcome)
-            remember_good(self.ctx.table, target)
+            self.served(target)
             return self._success(target, item, outcome, started_wall)
         failure = outcome.failure
         assert failure is not None

@@ -8,14 +8,17 @@ from typing import Any
 from gateway.engine.breaker import (
     AuthDisableConfig,
     BreakerConfig,
+    BreakerOutcome,
     Circuit,
     CooldownConfig,
     HealthConfig,
+    breaker_outcome,
     config_from_settings,
 )
 from gateway.engine.failover import Item
 from gateway.engine.types import RoutingTable, Target
 from providers.health import board
+from providers.target_stats import stats
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
@@ -60,6 +63,17 @@ def record_health(
         if error is not None and error.message
         else None,
     )
+    outcome_kind = breaker_outcome(item.reason, item.detail)
+    success = (
+        True
+        if item.reason is None
+        else (
+            False
+            if outcome_kind is BreakerOutcome.FAILURE or item.reason == "rate_limit"
+            else None
+        )
+    )
+    stats.finished(target.key, now, success=success, latency_ms=item.latency_ms)
     circuit = board.describe_circuit(connection, now)
     metrics.bounded(metrics.CIRCUIT_STATE, connection).set(_CIRCUIT_VALUE[circuit])
     return trigger
@@ -84,3 +98,8 @@ def remember_good(table: RoutingTable, target: Target) -> None:
     key = lkgp_key(table, target)
     if key is not None:
         board.store.set(key, target.key, LKGP_TTL_SECONDS)
+
+
+def attempt_started(target: Target) -> None:
+    """Count the call in the target's stats (spec 03 §8.7) before it goes out."""
+    stats.started(target.key, time.time())

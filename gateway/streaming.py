@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gateway import proxy
 from gateway.engine.failover import Item
 from gateway.engine.types import Target
-from gateway.health_glue import record_health, remember_good
+from gateway.health_glue import record_health
 from gateway.responses import DONE_FRAME, sse_frame
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class StreamBody:
         health_item = self._health_item()
         trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
         if health_item.reason is None:
-            remember_good(self.loop.ctx.table, self.target)
+            self.loop.served(self.target)
         run.add_attempt(
             self.target,
             self.item,

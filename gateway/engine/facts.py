@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -77,3 +78,56 @@ def needs(body: dict[str, Any]) -> tuple[Need, ...]:
     ):
         found.append(Need("json", "response_format"))
     return tuple(found)
+
+
+CACHE_KEY_MAX_CHARS = 1024
+FINGERPRINT_HEX_CHARS = 32
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def cache_key(body: dict[str, Any]) -> str | None:
+    """``K`` (spec 03 §3): ``prompt_cache_key``, else 32 hex of fingerprint ``F``."""
+    sent = body.get("prompt_cache_key")
+    if isinstance(sent, str) and 1 <= len(sent.strip()) <= CACHE_KEY_MAX_CHARS:
+        return sent.strip()
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    system: list[str] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        if not isinstance(message, dict) or message.get("role") not in (
+            "system",
+            "developer",
+        ):
+            break
+        system.append(_text(message.get("content")))
+        index += 1
+    user = next(
+        (
+            _text(m.get("content"))
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "user"
+        ),
+        "",
+    )
+    if not user:
+        return None
+    digest = hashlib.sha256(
+        ("\n".join(system) + "\x00" + user).encode("utf-8")
+    ).hexdigest()
+    return digest[:FINGERPRINT_HEX_CHARS]

@@ -214,3 +214,125 @@ def make_item() -> Callable[..., Item]:
         return Item(status=status, reason=reason, **fields)
 
     return _make
+
+
+# --- ordering strategies (spec 03 §5) ---------------------------------------------
+
+#: the fixed clock of strategy tests (unix seconds)
+STRATEGY_NOW = 1_700_000_000.0
+
+
+def build_candidate(key: str, index: int = 0, **facts: Any) -> Any:
+    """A strategy candidate from its target key and flat facts.
+
+    ``"pa/m1@main"`` (a connection), ``"pa/m1@*"`` (unpinned) or ``"combo:B"`` (a
+    ref).  ``facts``: ``weight``, ``half_open``; the ``Stats`` fields (``in_flight``,
+    ``calls``, ``successes``, ``failures``, ``success_latency_ms_sum``); the ``Quota``
+    fields (``remaining``, ``resets_at``, ``window_s``, ``exhausted``); the catalog
+    fields ``input_cost``, ``output_cost``, ``context_window``.
+    """
+    from gateway.engine.strategies.base import Candidate, Quota, Stats
+
+    stats = {f: facts.pop(f) for f in Stats.__dataclass_fields__ if f in facts}
+    quota = {f: facts.pop(f) for f in Quota.__dataclass_fields__ if f in facts}
+    catalog = {
+        f: facts.pop(f)
+        for f in ("input_cost", "output_cost", "context_window")
+        if f in facts
+    }
+    model = connection = None
+    if not key.startswith("combo:"):
+        model_key, _, pinned = key.partition("@")
+        provider, _, model_id = model_key.partition("/")
+        model = ModelInfo(provider=provider, model_id=model_id, **catalog)
+        if pinned not in ("", "*"):
+            connection = ConnectionInfo(provider=provider, name=pinned)
+    return Candidate(
+        key=key,
+        index=index,
+        model=model,
+        connection=connection,
+        stats=Stats(**stats),
+        quota=Quota(**quota),
+        **facts,
+    )
+
+
+def build_order_input(
+    *survivors: Any,
+    configured: Sequence[str] | None = None,
+    seed: int = 0,
+    rng: Any = None,
+    **fields: Any,
+) -> Any:
+    """An ``OrderInput`` over ``survivors`` (keys or ``Candidate``s, declared order).
+
+    A key becomes a bare candidate whose index is its position in ``configured``
+    (default: the survivors' keys, i.e. nothing filtered).  ``fields`` override the
+    rest: ``config``, ``r_in``, ``max_out``, ``cache_key``, ``session_key``, ``now``,
+    ``state``, ``defaults``.  ``rng`` wins over ``seed``.
+    """
+    import random
+
+    from gateway.engine.strategies.base import OrderInput
+
+    keys = [s if isinstance(s, str) else s.key for s in survivors]
+    configured = tuple(configured if configured is not None else keys)
+    candidates = tuple(
+        build_candidate(s, configured.index(s)) if isinstance(s, str) else s
+        for s in survivors
+    )
+    fields.setdefault("config", {})
+    fields.setdefault("r_in", 0)
+    fields.setdefault("max_out", None)
+    fields.setdefault("cache_key", None)
+    fields.setdefault("session_key", None)
+    fields.setdefault("now", STRATEGY_NOW)
+    return OrderInput(
+        survivors=candidates,
+        configured=configured,
+        rng=rng if rng is not None else random.Random(seed),
+        **fields,
+    )
+
+
+def replay_requests(
+    strategy: Any,
+    requests: int,
+    make_input: Callable[[Any], Any],
+    *,
+    state: Any = None,
+    served: Callable[[Any], str] | None = None,
+) -> tuple[list[str], Any]:
+    """Run ``requests`` requests through ``strategy`` with a dict-like store of one.
+
+    ``make_input(state)`` builds each request's input; ``state_before`` is written
+    before dispatch and ``on_success`` applied for the served key (default: the
+    primary; return None from ``served`` for a request where every target failed).
+    Returns the primaries and the final state.
+    """
+    primaries = []
+    for _ in range(requests):
+        ordering = strategy.order(make_input(state))
+        if ordering.state_before is not None:
+            state = ordering.state_before
+        primaries.append(ordering.order[0].key)
+        key = ordering.order[0].key if served is None else served(ordering)
+        if ordering.on_success is not None and key is not None:
+            state = ordering.on_success(state, key)
+    return primaries, state
+
+
+@pytest.fixture(scope="session")
+def make_candidate() -> Callable[..., Any]:
+    return build_candidate
+
+
+@pytest.fixture(scope="session")
+def make_order_input() -> Callable[..., Any]:
+    return build_order_input
+
+
+@pytest.fixture(scope="session")
+def replay() -> Callable[..., tuple[list[str], Any]]:
+    return replay_requests

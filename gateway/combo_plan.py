@@ -1,0 +1,321 @@
+"""From a combo to an ordered target list for one request (spec 03 §4).
+
+1. Each configured target becomes a candidate: a model target pinned to a connection,
+   unpinned (standing for every active connection of its provider), or expanded to one
+   candidate per connection (``connectionAwareExpansion``, and always for the
+   quota-driven strategies and ``cache-optimized``) with ``weight / n``; a combo-ref
+   plans itself (depth ≤ 3) and is dropped when its own plan is empty.
+2. Health filters (§4.2) remove connections; every removed connection is a skip
+   item, listed in declared order.  A candidate survives if one of its connections
+   does, keeping only those.
+3. The combo's strategy (``gateway.engine.strategies``) orders the survivors; its
+   state record is read from and written to the state store (atomically before
+   dispatch, and again after a success for the sticky strategies).
+4. Candidates expand back into targets: an unpinned model tries its surviving
+   connections by priority, then name (rendezvous order on the cache key for equal
+   priorities when prompt-cache affinity is on, never for ``fill-first``); a ref's
+   targets are tried in place.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.engine.strategies import REGISTRY, rendezvous_order
+from gateway.engine.strategies.base import Candidate, OrderInput, Quota, Stats
+from gateway.engine.types import ComboInfo, ConnectionInfo, RoutingTable, Target
+from providers.health import Skip, board
+from providers.target_stats import stats
+
+MAX_DEPTH = 3  # spec 03 §2.1
+ALWAYS_EXPAND = frozenset(
+    {"reset-aware", "reset-window", "headroom", "quota-weighted", "cache-optimized"}
+)
+STATE_TTL_SECONDS = 24 * 3600
+SESSION_STATE_TTL_SECONDS = 30 * 60
+_rng = random.Random()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestFacts:
+    r_in: int
+    max_out: int | None
+    cache_key: str | None = None
+    session_key: str | None = None
+
+
+@dataclass(slots=True)
+class ComboPlan:
+    targets: list[Target] = field(default_factory=list)
+    skips: list[tuple[Target, Skip]] = field(default_factory=list)
+    #: target key -> callbacks to run when that target serves
+    on_success: dict[str, list[Callable[[], None]]] = field(default_factory=dict)
+
+    def succeeded(self, target: Target) -> None:
+        for callback in self.on_success.get(target.key, ()):
+            callback()
+
+
+def _state_key(strategy: str, combo: ComboInfo, facts: RequestFacts) -> str | None:
+    prefix = {
+        "round-robin": "rr",
+        "weighted": "wsticky",
+        "strict-random": "deck",
+        "reset-aware": "tie",
+        "reset-window": "tie",
+    }.get(strategy)
+    if prefix is not None:
+        return f"state:{prefix}:{combo.id}"
+    if strategy in ("quota-weighted", "context-relay") and facts.session_key:
+        name = "qpin" if strategy == "quota-weighted" else "relay"
+        return f"state:{name}:{combo.id}:{facts.session_key}"
+    return None
+
+
+def _quota(connection: ConnectionInfo | None, conn_key: str, now: float) -> Quota:
+    if connection is None:
+        return Quota()
+    cooling = board.cooldown_remaining(conn_key, now) is not None
+    percent = connection.quota_remaining_percent
+    window = connection.quota_reset_interval_seconds
+    remaining = None if percent is None else percent / 100
+    resets_at = None if not window else (now // window + 1) * window
+    return Quota(
+        remaining=remaining,
+        resets_at=resets_at,
+        window_s=float(window) if window else None,
+        exhausted=cooling or remaining == 0,
+    )
+
+
+class _Planner:
+    def __init__(self, table: RoutingTable, facts: RequestFacts, now: float) -> None:
+        self.table = table
+        self.facts = facts
+        self.now = now
+        self.plan = ComboPlan()
+
+    def _check(self, target: Target) -> Skip | None:
+        return board.skip_reason(
+            f"{target.provider.slug}@{target.connection.name}",
+            target.model.model_id,
+            target.connection.max_concurrency,
+            self.now,
+        )
+
+    def _model_candidate(
+        self,
+        combo: ComboInfo,
+        index: int,
+        model_key: str,
+        pinned: str | None,
+        weight: float | None,
+        timeout: int | None,
+        expand: bool,
+    ) -> list[tuple[Candidate, list[Target]]]:
+        slug, _, model_id = model_key.partition("/")
+        provider = self.table.providers.get(slug.lower())
+        model = provider.models.get(model_id) if provider is not None else None
+        if provider is None or model is None:
+            return []
+        conns = [c for c in provider.connections if pinned is None or c.name == pinned]
+        targets = [
+            Target(
+                provider=provider,
+                model=model,
+                connection=c,
+                via=combo.name,
+                timeout_ms=timeout,
+            )
+            for c in conns
+        ]
+        groups = [[t] for t in targets] if (expand or pinned) else [targets]
+        result = []
+        for group in groups:
+            alive = []
+            for target in group:
+                skip = self._check(target)
+                if skip is None:
+                    alive.append(target)
+                else:
+                    self.plan.skips.append((target, skip))
+            if not alive:
+                continue
+            single = len(group) == 1 and (expand or pinned)
+            connection = group[0].connection if single else None
+            key = (
+                f"{model.key}@{connection.name}"
+                if connection is not None
+                else f"{model.key}@*"
+            )
+            share = (weight / len(targets)) if (expand and weight) else weight
+            snaps = [stats.snapshot(t.key, self.now) for t in alive]
+            conn_key = f"{provider.slug}@{connection.name}" if connection else ""
+            result.append(
+                (
+                    Candidate(
+                        key=key,
+                        index=index,
+                        weight=share,
+                        model=model,
+                        connection=connection,
+                        stats=Stats(
+                            in_flight=sum(s.in_flight for s in snaps),
+                            calls=sum(s.calls for s in snaps),
+                            successes=sum(s.successes for s in snaps),
+                            failures=sum(s.failures for s in snaps),
+                            success_latency_ms_sum=sum(
+                                s.success_latency_ms_sum for s in snaps
+                            ),
+                        ),
+                        quota=_quota(connection, conn_key, self.now),
+                        half_open=connection is not None
+                        and board.describe_circuit(conn_key, self.now).value
+                        == "half_open",
+                    ),
+                    alive,
+                )
+            )
+        return result
+
+    def candidates(
+        self, combo: ComboInfo, depth: int
+    ) -> list[tuple[Candidate, list[Target]]]:
+        expand = (
+            bool(
+                combo.config.get(
+                    "connectionAwareExpansion",
+                    self.table.settings.connection_aware_expansion,
+                )
+            )
+            or combo.strategy.value in ALWAYS_EXPAND
+        )
+        found: list[tuple[Candidate, list[Target]]] = []
+        for index, target in enumerate(combo.targets):
+            if target.ref is not None:
+                inner = self.table.combos.get(target.ref.lower())
+                if inner is None or not inner.active or depth >= MAX_DEPTH:
+                    continue
+                targets = self.order(inner, depth + 1)
+                if targets:
+                    found.append(
+                        (
+                            Candidate(
+                                key=f"combo:{inner.name}",
+                                index=index,
+                                weight=target.weight,
+                            ),
+                            targets,
+                        )
+                    )
+                continue
+            found.extend(
+                self._model_candidate(
+                    combo,
+                    index,
+                    target.model or "",
+                    target.connection,
+                    target.weight,
+                    target.timeout_ms,
+                    expand,
+                )
+            )
+        return found
+
+    def order(self, combo: ComboInfo, depth: int = 1) -> list[Target]:
+        survivors = self.candidates(combo, depth)
+        if not survivors:
+            return []
+        name = combo.strategy.value
+        strategy = REGISTRY.get(name, REGISTRY["priority"])
+        state_key = _state_key(name, combo, self.facts)
+        state = board.store.get(state_key) if state_key else None
+        if name == "lkgp":
+            state = self._lkgp_state(combo)
+        by_key = {candidate.key: targets for candidate, targets in survivors}
+        ordering = strategy.order(
+            OrderInput(
+                survivors=tuple(c for c, _ in survivors),
+                configured=tuple(t.key for t in combo.targets),
+                config=combo.config,
+                r_in=self.facts.r_in,
+                max_out=self.facts.max_out,
+                cache_key=self.facts.cache_key,
+                session_key=self.facts.session_key,
+                now=self.now,
+                rng=_rng,
+                state=state,
+                defaults={"sticky_round_robin_limit": self._rr_limit},
+            )
+        )
+        if state_key is not None and ordering.state_before is not None:
+            board.store.set(state_key, ordering.state_before, STATE_TTL_SECONDS)
+        result: list[Target] = []
+        for candidate in ordering.order:
+            targets = by_key[candidate.key]
+            if not candidate.is_ref:
+                targets = self._connection_order(targets, name)
+            if ordering.on_success is not None and state_key is not None:
+                for target in targets:
+                    self._remember(
+                        target, state_key, candidate.key, ordering.on_success
+                    )
+            result.extend(targets)
+        return result
+
+    @property
+    def _rr_limit(self) -> int:
+        return self.table.settings.sticky_round_robin_limit
+
+    def _lkgp_state(self, combo: ComboInfo) -> dict[str, Any]:
+        session = None
+        if self.facts.session_key:
+            session = board.store.get(f"lkgp:{combo.id}:{self.facts.session_key}")
+        return {"session": session, "combo": board.store.get(f"lkgp:{combo.id}")}
+
+    def _remember(
+        self,
+        target: Target,
+        state_key: str,
+        candidate_key: str,
+        on_success: Callable[[Any, str], Any],
+    ) -> None:
+        session_scoped = self.facts.session_key is not None and state_key.endswith(
+            f":{self.facts.session_key}"
+        )
+
+        def write() -> None:
+            ttl = SESSION_STATE_TTL_SECONDS if session_scoped else STATE_TTL_SECONDS
+            board.store.update(state_key, lambda s: on_success(s, candidate_key), ttl)
+
+        self.plan.on_success.setdefault(target.key, []).append(write)
+
+    def _connection_order(self, targets: list[Target], strategy: str) -> list[Target]:
+        if len(targets) < 2:  # noqa: PLR2004
+            return targets
+        ordered = sorted(
+            targets, key=lambda t: (t.connection.priority, t.connection.name)
+        )
+        key = self.facts.cache_key
+        if (
+            key is None
+            or strategy == "fill-first"
+            or not self.table.settings.promptcache_affinity
+        ):
+            return ordered
+        rank = {
+            k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
+        }
+        return sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))
+
+
+def plan_combo(
+    table: RoutingTable, combo: ComboInfo, facts: RequestFacts, now: float | None = None
+) -> ComboPlan:
+    planner = _Planner(table, facts, time.time() if now is None else now)
+    planner.plan.targets = planner.order(combo)
+    return planner.plan
