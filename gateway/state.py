@@ -84,9 +84,31 @@ class TableHolder:
 
     def _first_load(self) -> RoutingTable:
         try:
-            return self.table or self.refresh()
+            if self.table is not None:
+                return self.table
+            table = self.refresh()
+            warn_shadowing_combos(table)
+            return table
         finally:
             close_old_connections()
+
+
+def shadowing_combos(table: RoutingTable) -> list[str]:
+    """``name (provider/model)`` of every combo named like a bare catalog model id."""
+    found = []
+    for combo in sorted(table.combos.values(), key=lambda c: c.name.lower()):
+        owners = sorted(table.bare_models.get(combo.name.lower(), ()))
+        if owners:
+            slug, model_id = owners[0]
+            found.append(f"{combo.name} ({slug}/{model_id})")
+    return found
+
+
+def warn_shadowing_combos(table: RoutingTable) -> None:
+    """Spec 03 §1.3: one WARNING line at process start listing every collision."""
+    found = shadowing_combos(table)
+    if found:
+        logger.warning("COMBO_NAME_SHADOWS_MODEL: %s", ", ".join(found))
 
 
 tables = TableHolder()

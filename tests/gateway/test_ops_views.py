@@ -62,3 +62,24 @@ def test_metrics_require_the_token_when_one_is_set(settings):
     ok = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token")
     assert ok.status_code == 200
     assert b"omniroute_requests_total" in ok.content
+
+
+def test_startup_warns_once_about_combos_named_like_models(caplog):
+    from gateway.engine.types import ComboInfo, RoutingTable, Strategy
+    from gateway.state import warn_shadowing_combos
+
+    table = RoutingTable(
+        combos={
+            "m1": ComboInfo(id=1, name="m1", strategy=Strategy.PRIORITY),
+            "team": ComboInfo(id=2, name="team", strategy=Strategy.PRIORITY),
+        },
+        bare_models={"m1": (("pb", "m1"), ("pa", "m1"))},
+    )
+    with caplog.at_level("WARNING", logger="gateway.state"):
+        warn_shadowing_combos(table)
+    assert [r.getMessage() for r in caplog.records] == [
+        "COMBO_NAME_SHADOWS_MODEL: m1 (pa/m1)"
+    ]
+    caplog.clear()
+    warn_shadowing_combos(RoutingTable())
+    assert caplog.records == []
