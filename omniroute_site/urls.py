@@ -5,8 +5,14 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
 from gateway import views
+from gateway.admin_views import explain_route_view
 
 urlpatterns = [
+    path(
+        "admin/explain-route/",
+        admin.site.admin_view(explain_route_view),
+        name="explain-route",
+    ),
     path("admin/", admin.site.urls),
     path("api/", include("combos.api_urls")),
     path("v1/models", csrf_exempt(views.models_view), name="v1-models"),

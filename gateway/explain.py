@@ -1,0 +1,499 @@
+"""Explain route: what the gateway would do with one sample request, as a report.
+
+``explain(table, model, key_name=..., body=...)`` follows ``gateway.chat`` without
+calling anyone:
+
+1. The body is validated (``parse_chat_request``) and the chain resolved
+   (``build_chain``) with the key's allow-list and ``failover_defaults``; a refusal is
+   reported as the gateway would answer it (status, code, param, message).
+2. Each slot is planned as the attempt loop plans it: ``plan_combo`` for a combo
+   (health pre-filter skips, strategy order), ``plan_targets`` for a direct or
+   ``auto`` route.  Every target then passes the checks the loop makes before a call
+   (already attempted, context window, capabilities, connection health).
+3. Kept targets get their attempt position and why they sit there; skipped ones get
+   the reason, the seconds until usable and the connection's health record.
+
+Invariant: it is a dry run.  Planning writes strategy state before dispatch (a
+round-robin pointer, a strict-random deck); here every write lands in a throwaway
+overlay that only this call sees (a context variable routes the store), so live
+traffic running meanwhile reads and writes the real store, and the report shows the
+record read and the one a real request would have written.  No database access: the
+caller passes the table.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+
+from gateway.combo_plan import ALWAYS_EXPAND, MAX_DEPTH, RequestFacts, plan_combo
+from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
+from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
+from gateway.engine.resolve import RouteKind
+from gateway.engine.strategies import REGISTRY
+from gateway.engine.types import ComboInfo, KeyPolicy, RoutingTable, Target
+from gateway.requests import ChatRequest, RequestError, parse_chat_request
+from providers.health import board, health_view
+from providers.state_store import StateStore
+
+DRY_RUN_NOTE = (
+    "dry run: health and strategy state are read from this process's store; "
+    "nothing is written and no upstream is called"
+)
+DEFAULT_CONTENT = "explain"
+NO_KEY = KeyPolicy(id=0, name="(no key)", prefix="")
+_STATE_PREFIXES = ("state:", "lkgp:")
+
+
+class UnknownKey(LookupError):
+    """``--key NAME`` names no API key of the table."""
+
+
+# ------------------------------------------------------------------ dry-run store
+
+
+class _Overlay:
+    """Reads fall through to the real store; writes stay here and are logged."""
+
+    def __init__(self, base: StateStore) -> None:
+        self.base = base
+        self.data: dict[str, Any] = {}
+        self.reads: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        value = self.data[key] if key in self.data else self.base.get(key)
+        if key.startswith(_STATE_PREFIXES) and key not in self.reads:
+            self.reads[key] = value
+        return value
+
+    def get_many(self, keys: Iterable[str]) -> list[Any]:
+        return [self.get(key) for key in keys]
+
+    def set(self, key: str, value: Any, ttl_s: float | None) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self.data[key] = None
+
+    def incr(self, key: str, delta: int, ttl_s: float | None) -> int:
+        return int(self.update(key, lambda old: (old or 0) + delta, ttl_s))
+
+    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+        value = fn(self.get(key))
+        self.data[key] = value
+        return value
+
+    def keys(self, prefix: str) -> list[str]:
+        found = {k for k in self.base.keys(prefix) if self.data.get(k, k) is not None}
+        found.update(
+            k for k, v in self.data.items() if k.startswith(prefix) and v is not None
+        )
+        return sorted(found)
+
+
+_dry_run: ContextVar[_Overlay | None] = ContextVar("explain_dry_run", default=None)
+_swap_lock = threading.Lock()
+
+
+class _Routed:
+    """The board's store while an explain runs: its overlay there, the real one
+    everywhere else (other threads and tasks never see the context variable)."""
+
+    def __init__(self, real: StateStore) -> None:
+        self.real = real
+
+    def _store(self) -> StateStore:
+        return _dry_run.get() or self.real
+
+    def get(self, key: str) -> Any:
+        return self._store().get(key)
+
+    def get_many(self, keys: Iterable[str]) -> list[Any]:
+        return self._store().get_many(keys)
+
+    def set(self, key: str, value: Any, ttl_s: float | None) -> None:
+        self._store().set(key, value, ttl_s)
+
+    def delete(self, key: str) -> None:
+        self._store().delete(key)
+
+    def incr(self, key: str, delta: int, ttl_s: float | None) -> int:
+        return self._store().incr(key, delta, ttl_s)
+
+    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+        return self._store().update(key, fn, ttl_s)
+
+    def keys(self, prefix: str) -> list[str]:
+        return self._store().keys(prefix)
+
+
+@contextmanager
+def _dry_run_store() -> Iterator[_Overlay]:
+    with _swap_lock:  # one explain at a time swaps the board's store
+        real = board.store
+        overlay = _Overlay(real)
+        board.store = _Routed(real)
+        token = _dry_run.set(overlay)
+        try:
+            yield overlay
+        finally:
+            _dry_run.reset(token)
+            board.store = real
+
+
+# ------------------------------------------------------------------ the report
+
+
+@dataclass(slots=True)
+class _Run:
+    table: RoutingTable
+    key: KeyPolicy
+    request: ChatRequest
+    now: float
+    overlay: _Overlay
+    kept: set[str] = field(default_factory=set)
+    position: int = 0
+
+
+def _find_key(table: RoutingTable, name: str | None) -> KeyPolicy:
+    if name is None:
+        return NO_KEY
+    for policy in table.keys_by_digest.values():
+        if policy.name == name:
+            return policy
+    raise UnknownKey(f"no API key named '{name}'")
+
+
+def _body_bytes(model: str | None, body: bytes | None) -> bytes:
+    if body is None:
+        sample = {
+            "model": model,
+            "messages": [{"role": "user", "content": DEFAULT_CONTENT}],
+        }
+        return orjson.dumps(sample)
+    if model is None:
+        return body
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body  # the gateway's own 400 says what is wrong
+    if not isinstance(parsed, dict):
+        return body
+    return orjson.dumps({**parsed, "model": model})
+
+
+def _refusal(exc: RequestError | ChainError) -> dict[str, Any]:
+    return {
+        "status": exc.status,
+        "code": exc.code,
+        "param": exc.param,
+        "type": exc.error_type,
+        "message": exc.message,
+    }
+
+
+def _key_refusal(key: KeyPolicy, now: float) -> RequestError | None:
+    if key.active and (key.expires_at is None or now < key.expires_at):
+        return None
+    return RequestError(
+        401,
+        "key_disabled",
+        "This API key is disabled or expired",
+        error_type="authentication_error",
+    )
+
+
+def _allow_list(key: KeyPolicy, slot: Slot) -> dict[str, Any]:
+    if key.allowed_models is None or key.allowed_regexes is None:
+        return {"verdict": "allowed", "why": "no allow-list"}
+    names = (slot.entry.model, slot.resolved.resolved_name)
+    for glob, regex in zip(key.allowed_models, key.allowed_regexes, strict=True):
+        if any(regex.fullmatch(name) for name in names):
+            return {"verdict": "allowed", "why": f"matches '{glob}'"}
+    return {"verdict": "denied", "why": "no glob matches"}
+
+
+def _dispatch_skip(run: _Run, target: Target) -> tuple[str, float | None, str] | None:
+    """The attempt loop's checks before a call: (reason, retry after, detail)."""
+    body = run.request.body
+    window = target.model.context_window
+    if target.key in run.kept:
+        return "already_attempted", None, "tried in an earlier slot"
+    if window is not None and window < needed_tokens(body):
+        return "context_too_large", None, f"window {window} < {needed_tokens(body)}"
+    if target.model.capabilities is not None:
+        for need in needs(body):
+            if need.capability not in target.model.capabilities:
+                return "capability_mismatch", None, f"lacks {need.capability}"
+    conn = f"{target.provider.slug}@{target.connection.name}"
+    found = board.skip_reason(
+        conn, target.model.model_id, target.connection.max_concurrency, run.now
+    )
+    if found is None:
+        return None
+    return found.reason, found.retry_after_s, ""
+
+
+def _health(target: Target, now: float) -> dict[str, Any]:
+    conn = SimpleNamespace(provider=target.provider, name=target.connection.name)
+    return health_view(conn, now)
+
+
+def _skipped(
+    target: Target,
+    reason: str,
+    wait: float | None,
+    stage: str,
+    now: float,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "target": target.key,
+        "via": target.via,
+        "reason": reason,
+        "detail": detail,
+        "retry_after_s": None if wait is None else round(wait, 1),
+        "stage": stage,
+        "health": _health(target, now),
+    }
+
+
+def _why_direct(target: Target, rank: int) -> str:
+    conn = target.connection
+    return f"connection order {rank} (priority {conn.priority}, then provider, name)"
+
+
+def _reachable(table: RoutingTable, name: str, depth: int = 1) -> set[str]:
+    combo = table.combos.get(name.lower())
+    if combo is None or depth > MAX_DEPTH:
+        return set()
+    found = {combo.name.lower()}
+    for target in combo.targets:
+        if target.ref is not None:
+            found |= _reachable(table, target.ref, depth + 1)
+    return found
+
+
+def _groups(table: RoutingTable, combo: ComboInfo, targets: list[Target]) -> list[str]:
+    """The strategy candidate each target came from (``combo_plan`` step 1)."""
+    expand = (
+        bool(
+            combo.config.get(
+                "connectionAwareExpansion", table.settings.connection_aware_expansion
+            )
+        )
+        or combo.strategy.value in ALWAYS_EXPAND
+    )
+    pinned = {
+        (t.model.lower(), t.connection)
+        for t in combo.targets
+        if t.model and t.connection
+    }
+    refs = {t.ref: _reachable(table, t.ref) for t in combo.targets if t.ref}
+    labels = []
+    for target in targets:
+        if target.via == combo.name:
+            conn = target.connection.name
+            single = expand or (target.model_key.lower(), conn) in pinned
+            labels.append(f"{target.model.key}@{conn if single else '*'}")
+        else:
+            via = (target.via or "").lower()
+            ref = next((r for r, names in refs.items() if via in names), target.via)
+            labels.append(f"combo:{ref}")
+    return labels
+
+
+def _state_of(combo: ComboInfo, records: dict[str, Any]) -> Any:
+    for key, value in records.items():
+        parts = key.split(":")
+        owner = parts[2] if parts[0] == "state" and len(parts) > 2 else parts[1]  # noqa: PLR2004
+        if owner == str(combo.id):
+            return value
+    return None
+
+
+def _strategy_summary(table: RoutingTable, combo: ComboInfo, state: Any) -> str:
+    name = combo.strategy.value
+    if name not in REGISTRY:
+        return f"{name}, ordered as priority"
+    if name != "round-robin":
+        return name if state is None else f"{name} state {orjson.dumps(state).decode()}"
+    limit = combo.config.get("stickyRoundRobinLimit") or (
+        table.settings.sticky_round_robin_limit
+    )
+    record = state if isinstance(state, dict) else {}
+    text = f"round-robin next={record.get('next', 0)}"
+    sticky = record.get("sticky")
+    if isinstance(sticky, dict):
+        return f"{text}, sticky {sticky.get('key')} {sticky.get('count')}/{limit}"
+    return f"{text}, limit {limit}"
+
+
+def _combo_whys(
+    run: _Run, combo: ComboInfo, targets: list[Target], summary: str
+) -> list[str]:
+    labels = _groups(run.table, combo, targets)
+    ranks = list(dict.fromkeys(labels))
+    whys = []
+    for target, label in zip(targets, labels, strict=True):
+        rank = ranks.index(label) + 1
+        why = f"strategy order {rank} of {len(ranks)} ({summary})"
+        group = [t for t, lab in zip(targets, labels, strict=True) if lab == label]
+        if len(group) > 1 and not label.startswith("combo:"):
+            why += f", connection {group.index(target) + 1} of {len(group)}"
+        elif label.startswith("combo:"):
+            why += f", via {label}"
+        whys.append(why)
+    return whys
+
+
+def _facts(request: ChatRequest) -> RequestFacts:
+    body = request.body
+    max_out = body.get("max_completion_tokens") or body.get("max_tokens")
+    return RequestFacts(
+        r_in=input_tokens(body.get("messages")),
+        max_out=max_out if isinstance(max_out, int) else None,
+        cache_key=cache_key(body),
+    )
+
+
+def _plan_slot(
+    run: _Run, slot: Slot, warnings: list[str]
+) -> tuple[list[Target], list[str], list[dict[str, Any]], dict[str, Any]]:
+    """Targets, why each is where it is, pre-filter skips, strategy state read."""
+    combo = slot.resolved.combo
+    if combo is None:
+        targets = plan_targets(run.table, slot, warnings)
+        if slot.resolved.kind is RouteKind.AUTO:
+            whys = [
+                f"configured order {i + 1} (auto: every servable candidate)"
+                for i in range(len(targets))
+            ]
+        else:
+            whys = [_why_direct(t, i + 1) for i, t in enumerate(targets)]
+        return targets, whys, [], {}
+    before = set(run.overlay.reads)
+    plan = plan_combo(run.table, combo, _facts(run.request), run.now)
+    reads = {k: v for k, v in run.overlay.reads.items() if k not in before}
+    summary = _strategy_summary(run.table, combo, _state_of(combo, reads))
+    skips = [
+        _skipped(t, s.reason, s.retry_after_s, "pre-filter", run.now)
+        for t, s in plan.skips
+    ]
+    state = {
+        key: {
+            "read": value,
+            "written": key in run.overlay.data,
+            "would_write": run.overlay.data.get(key),
+        }
+        for key, value in reads.items()
+    }
+    return plan.targets, _combo_whys(run, combo, plan.targets, summary), skips, state
+
+
+def _slot_report(
+    run: _Run, index: int, slot: Slot, warnings: list[str]
+) -> dict[str, Any]:
+    resolved = slot.resolved
+    targets, whys, skipped, state = _plan_slot(run, slot, warnings)
+    limit = run.table.settings.max_attempts_per_request
+    kept = []
+    for target, why in zip(targets, whys, strict=True):
+        found = _dispatch_skip(run, target)
+        if found is not None:
+            reason, wait, detail = found
+            skipped.append(
+                _skipped(target, reason, wait, "dispatch", run.now, detail or None)
+            )
+            continue
+        run.kept.add(target.key)
+        run.position += 1
+        note = why if run.position <= limit else f"{why}; beyond {limit} attempts"
+        kept.append({"position": run.position, "target": target.key, "why": note})
+    combo = resolved.combo
+    return {
+        "slot": index,
+        "model": slot.entry.model,
+        "param": slot.entry.param,
+        "source": "failover_defaults"
+        if slot.entry.param.startswith("failover_defaults")
+        else "request",
+        "route": resolved.route,
+        "resolved": resolved.resolved_name,
+        "strategy": combo.strategy.value
+        if combo is not None
+        else ("rules" if resolved.kind is RouteKind.AUTO else None),
+        "allow_list": _allow_list(run.key, slot),
+        "targets": kept,
+        "skipped": skipped,
+        "state": state,
+    }
+
+
+def _chain(
+    table: RoutingTable, key: KeyPolicy, request: ChatRequest, warnings: list[str]
+) -> list[Slot]:
+    entries = tuple(
+        EntrySpec(
+            model=e.model,
+            param=e.param,
+            timeout_ms=e.timeout_ms,
+            first_token_timeout_ms=e.first_token_timeout_ms,
+        )
+        for e in request.entries
+    )
+    return build_chain(
+        table, key, entries, explicit=request.explicit_chain, warnings=warnings
+    )
+
+
+def explain(
+    table: RoutingTable,
+    model: str | None,
+    *,
+    key_name: str | None = None,
+    body: bytes | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """The JSON-able report for one sample request; raises ``UnknownKey``."""
+    now = time.time() if now is None else now
+    key = _find_key(table, key_name)
+    report: dict[str, Any] = {
+        "dry_run": True,
+        "note": DRY_RUN_NOTE,
+        "table_version": table.version,
+        "request": {"model": model, "key": key_name},
+        "status": 200,
+        "error": None,
+        "warnings": [],
+        "slots": [],
+    }
+    warnings: list[str] = []
+    try:
+        refused = _key_refusal(key, now)
+        if refused is not None:
+            raise refused
+        request = parse_chat_request(_body_bytes(model, body))
+        report["request"]["chain"] = [
+            {"model": e.model, "param": e.param} for e in request.entries
+        ]
+        chain = _chain(table, key, request, warnings)
+    except (RequestError, ChainError) as exc:
+        report["error"] = _refusal(exc)
+        report["status"] = exc.status
+        return report
+    with _dry_run_store() as overlay:
+        run = _Run(table=table, key=key, request=request, now=now, overlay=overlay)
+        report["slots"] = [
+            _slot_report(run, index, slot, warnings) for index, slot in enumerate(chain)
+        ]
+    report["warnings"] = warnings
+    return report

@@ -1,0 +1,233 @@
+"""Explain route: ``manage.py explain_route`` and /admin/explain-route/ (dry run)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from combos.config_file import import_config
+from gateway.combo_plan import RequestFacts, plan_combo
+from gateway.engine.breaker import HealthConfig
+from gateway.engine.types import RoutingTable
+from gateway.explain import _dry_run_store, explain
+from gateway.snapshot import build_table
+from providers.health import board
+
+pytestmark = pytest.mark.django_db
+
+CONFIG = """
+providers:
+  - slug: pa
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main, priority: 0}, {name: backup, priority: 1}]
+    models: [{id: m1}]
+  - slug: pb
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main}]
+    models: [{id: m2}]
+  - slug: pc
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main}]
+    models: [{id: m3}]
+combos:
+  - name: team
+    strategy: priority
+    targets: [{model: pb/m2}, {model: pa/m1}, {model: pc/m3}]
+  - name: rr1
+    strategy: round-robin
+    config: {stickyRoundRobinLimit: 1}
+    targets: [{model: pa/m1}, {model: pb/m2}, {model: pc/m3}]
+api_keys:
+  - name: narrow
+    key: sk-or-narrow-literal-key-0123456789abcdef
+    allowed_models: ["pb/*"]
+"""
+CONNECTIONS = ("pa@main", "pa@backup", "pb@main", "pc@main")
+
+
+def _forget_state() -> None:
+    for conn in CONNECTIONS:
+        board.reset(conn)
+    for key in board.store.keys("state:"):
+        board.store.delete(key)
+
+
+@pytest.fixture
+def table() -> Iterator[RoutingTable]:
+    import_config(CONFIG)
+    _forget_state()
+    yield build_table()
+    _forget_state()
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("explain_route", *args, stdout=out)
+    return out.getvalue()
+
+
+def open_breaker(conn: str) -> None:
+    for _ in range(5):
+        board.record(
+            conn, "m2", "server_error", None, now=time.time(), config=HealthConfig()
+        )
+
+
+def test_a_direct_model_lists_its_connections_by_priority(table):
+    text = run("pa/m1")
+
+    assert "route: direct -> pa/m1" in text
+    assert "1. pa/m1@main  connection order 1 (priority 0" in text
+    assert "2. pa/m1@backup  connection order 2 (priority 1" in text
+    assert "allow-list: allowed (no allow-list)" in text
+    assert "dry run" in text
+
+
+def test_a_combo_orders_its_targets_and_skips_an_open_breaker(table):
+    open_breaker("pb@main")
+
+    text = run("team")
+
+    assert "route: combo:team -> team  strategy: priority" in text
+    assert "1. pa/m1@main  strategy order 1 of 2 (priority), connection 1 of 2" in text
+    assert (
+        "2. pa/m1@backup  strategy order 1 of 2 (priority), connection 2 of 2" in text
+    )
+    assert "3. pc/m3@main  strategy order 2 of 2 (priority)" in text
+    assert "skipped pb/m2@main  circuit_open [pre-filter, usable in 30.0 s]" in text
+
+
+def test_an_unknown_model_is_the_gateways_404(table):
+    text = run("nope")
+
+    assert "error: 404 model_not_found (param: model)" in text
+
+
+def test_a_model_outside_the_keys_allow_list_is_a_403(table):
+    text = run("pa/m1", "--key", "narrow")
+
+    assert "error: 403 model_not_allowed (param: model)" in text
+
+
+def test_an_allowed_model_names_the_matching_glob(table):
+    text = run("pb/m2", "--key", "narrow")
+
+    assert "allow-list: allowed (matches 'pb/*')" in text
+
+
+def test_an_unknown_key_name_is_a_command_error(table):
+    with pytest.raises(CommandError, match="no API key named 'ghost'"):
+        run("pa/m1", "--key", "ghost")
+
+
+def test_json_output_parses_and_carries_the_plan(table):
+    report = json.loads(run("rr1", "--json"))
+
+    assert report["dry_run"] is True
+    assert report["status"] == 200
+    slot = report["slots"][0]
+    assert (slot["route"], slot["strategy"]) == ("combo:rr1", "round-robin")
+    assert [t["target"] for t in slot["targets"]] == [
+        "pa/m1@main",
+        "pa/m1@backup",
+        "pb/m2@main",
+        "pc/m3@main",
+    ]
+    state = next(iter(slot["state"].values()))
+    assert state == {
+        "read": None,
+        "written": True,
+        "would_write": {"next": 1, "sticky": None},
+    }
+
+
+def test_a_body_file_is_validated_like_a_chat_request(table, tmp_path: Path):
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps({"messages": [{"role": "user"}], "temperature": 5}))
+
+    report = json.loads(run("pa/m1", "--body", str(body), "--json"))
+
+    assert report["error"] == {
+        "status": 400,
+        "code": "invalid_value",
+        "param": "temperature",
+        "type": "invalid_request_error",
+        "message": "'temperature' must be 0..2",
+    }
+
+
+def test_the_dry_run_does_not_advance_round_robin(table):
+    combo = table.combos["rr1"]
+    facts = RequestFacts(r_in=10, max_out=None)
+
+    first = [explain(table, "rr1")["slots"][0]["targets"][0] for _ in range(2)]
+    real = plan_combo(table, combo, facts)
+    after = plan_combo(table, combo, facts)
+
+    assert [t["target"] for t in first] == ["pa/m1@main", "pa/m1@main"]
+    assert real.targets[0].key == "pa/m1@main"
+    assert after.targets[0].key == "pb/m2@main"  # the real plan did advance
+
+
+def test_live_traffic_during_a_dry_run_still_writes_the_real_store(table):
+    def live_request() -> None:
+        board.store.set("state:live", 2, None)
+
+    with _dry_run_store():
+        board.store.set("state:dry", 1, None)
+        other = threading.Thread(target=live_request)
+        other.start()
+        other.join()
+        assert board.store.get("state:dry") == 1
+
+    assert board.store.get("state:dry") is None
+    assert board.store.get("state:live") == 2
+
+
+def test_the_admin_page_renders_a_report_for_a_superuser(table):
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+
+    response = client.get("/admin/explain-route/", {"model": "team"})
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Slot 0: team" in html
+    assert "<code>pb/m2@main</code>" in html
+    assert "strategy order 1 of 3 (priority)" in html
+
+
+def test_the_admin_page_shows_an_empty_form_without_parameters(table):
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+
+    response = client.get("/admin/explain-route/")
+
+    assert response.status_code == 200
+    assert 'id="explain-route-form"' in response.content.decode()
+    assert response.context["report"] is None
+
+
+@pytest.mark.parametrize("staff", [None, False])
+def test_the_admin_page_redirects_anonymous_and_non_staff_users(table, staff):
+    client = Client()
+    if staff is not None:
+        client.force_login(User.objects.create_user("plain", "p@example.com", "pw"))
+
+    response = client.get("/admin/explain-route/", {"model": "team"})
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
