@@ -34,7 +34,14 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
-CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+CHAT_PATHS = frozenset(
+    {
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/chat/completions/",
+        "/chat/completions/",
+    }
+)
 
 
 class ClientGone(Exception):
@@ -170,7 +177,7 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     table = await tables.ensure()
     persist = Persist(table)
     ctx = ChatContext(
-        endpoint=scope["path"], headers=headers, table=table, record=persist
+        endpoint=scope["path"].rstrip("/"), headers=headers, table=table, record=persist
     )
     key = authenticate_request(ctx)
     if isinstance(key, JSONReply):  # 401 before the body is even read

@@ -147,3 +147,38 @@ async def metrics_view(request: HttpRequest) -> HttpResponse:
     if table is not None:
         metrics.CONFIG_VERSION.set(table.version)
     return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+
+
+async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
+    """``GET /v1/models/{id}``: one entry of the list this key sees, else 404."""
+    table = await tables.ensure()
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    try:
+        key = authenticate(headers, table, time.time())
+    except RequestError as exc:
+        metrics.bounded(metrics.REFUSALS, exc.code).inc()
+        return _error(exc)
+    for entry in model_list(table, key):
+        if entry["id"] == model_id:
+            return HttpResponse(orjson.dumps(entry), content_type="application/json")
+    return _error(
+        RequestError(
+            404,
+            "model_not_found",
+            f"The model '{model_id}' does not exist",
+            param="model",
+            error_type="not_found_error",
+        )
+    )
+
+
+async def v1_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any other ``/v1/…`` path: an OpenAI-style 404, never an HTML page."""
+    return _error(
+        RequestError(
+            404,
+            "not_found",
+            f"Unknown endpoint {request.path}",
+            error_type="not_found_error",
+        )
+    )

@@ -1,7 +1,7 @@
 """URLs served by Django (the chat paths are served by ``gateway.asgi``)."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from gateway import views
@@ -16,6 +16,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("combos.api_urls")),
     path("v1/models", csrf_exempt(views.models_view), name="v1-models"),
+    path("v1/models/<path:model_id>", csrf_exempt(views.model_view), name="v1-model"),
+    re_path(r"^v1/(?P<rest>.*)$", csrf_exempt(views.v1_not_found)),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics_view, name="metrics"),

@@ -146,3 +146,31 @@ def test_combo_serves_through_its_first_target(sdk, upstream):
     assert omni["route"] == "combo:team"
     assert omni["strategy"] == "priority"
     assert omni["served_model"] == "pa/m1"
+
+
+def test_models_retrieve_returns_one_entry_or_404(sdk):
+    assert sdk.models.retrieve("pa/m1").id == "pa/m1"
+    with pytest.raises(openai.NotFoundError):
+        sdk.models.retrieve("pa/nope")
+
+
+def test_unknown_v1_path_is_a_json_404(gateway):
+    import httpx
+
+    response = httpx.get(f"{gateway.url}/v1/embeddingz")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found_error"
+
+
+def test_trailing_slash_on_the_chat_path_is_served(gateway, upstream):
+    import httpx
+
+    from tests.integration.conftest import KEY_ALL
+
+    response = httpx.post(
+        f"{gateway.url}/v1/chat/completions/",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={"model": "pa/m1", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert response.status_code == 200
+    assert response.json()["omniroute"]["served_model"] == "pa/m1"
