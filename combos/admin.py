@@ -183,6 +183,9 @@ class ComboAdmin(ConfigAdmin):
     search_fields = ("name", "targets__model")
     fields = ("name", "strategy", "active", "targets_text", "config_text")
 
+    class Media:
+        js = ("combos/combo_editor.js",)
+
     @admin.display(description="targets")
     def target_count(self, obj: Combo) -> int:
         return obj.targets.count()

@@ -436,3 +436,11 @@ def test_saving_gateway_settings_validates_and_bumps_the_revision(
     assert saved.status_code == 302
     assert GatewaySettings.objects.get().data == {"exploration_rate": 0.1}
     assert config_version() == before + 1
+
+
+def test_combo_form_loads_the_ordered_targets_editor(superuser_client):
+    page = superuser_client.get("/admin/combos/combo/add/").content.decode()
+    assert "combos/combo_editor.js" in page
+    assert 'id="id_targets_text"' in page
+    script = superuser_client.get("/static/combos/combo_editor.js")
+    assert script.status_code == 200

@@ -1,0 +1,119 @@
+/* Combo editor: an ordered table of targets (add, remove, move up/down) over the
+ * "Targets" textarea, and the config keys that the chosen strategy reads.
+ * Progressive enhancement: the textarea stays the value the server validates, so the
+ * form works without JavaScript and every error still lands on its field. */
+(function () {
+  "use strict";
+  var CONFIG_KEYS = {
+    "*": ["connectionAwareExpansion", "sessionAffinity (pin-capable)"],
+    "round-robin": ["stickyRoundRobinLimit 1..1000 (default 3)"],
+    "weighted": ["stickyWeightedLimit 1..1000"],
+    "fill-first": ["fillFirstReservePercent 0..50"],
+    "reset-aware": ["tieBand 0..0.5"],
+    "reset-window": ["resetWindowTieBandMs 0..3600000"],
+    "context-relay": ["handoffThreshold 0<x<0.95", "maxMessagesForSummary 5..100"],
+    "fusion": ["judgeModel", "fusionTuning.{minPanel, stragglerGraceMs, panelHardTimeoutMs}"],
+    "pipeline": ["stagePrompts [..]", "agenticOrchestration.{enabled, maxToolRounds}"],
+    "auto": ["auto.{weights | modePack, candidatePool, explorationRate, budgetCap, ...}",
+             "routerStrategy"],
+    "adaptive": ["objective latency|cost|balanced", "sessionAffinity"]
+  };
+
+  function parseLine(line) {
+    var parts = line.trim().split(/\s+/), head = parts.shift() || "", row = {};
+    if (head.toLowerCase().indexOf("combo:") === 0) { row.combo = head.slice(6); }
+    else { var at = head.indexOf("@"); row.model = at < 0 ? head : head.slice(0, at);
+           row.connection = at < 0 ? "" : head.slice(at + 1); }
+    parts.forEach(function (p) { var kv = p.split("="); row[kv[0]] = kv[1] || ""; });
+    return row;
+  }
+
+  function formatRow(row) {
+    var head = row.combo !== undefined ? "combo:" + row.combo
+      : row.model + (row.connection ? "@" + row.connection : "");
+    var out = [head];
+    if (row.weight) { out.push("weight=" + row.weight); }
+    if (row.timeout_ms && row.combo === undefined) { out.push("timeout_ms=" + row.timeout_ms); }
+    return out.join(" ");
+  }
+
+  function input(value, placeholder, onChange) {
+    var el = document.createElement("input");
+    el.type = "text"; el.value = value || ""; el.placeholder = placeholder;
+    el.size = placeholder.length > 12 ? 28 : 10;
+    el.addEventListener("input", function () { onChange(el.value); });
+    return el;
+  }
+
+  function button(label, title, onClick) {
+    var el = document.createElement("button");
+    el.type = "button"; el.textContent = label; el.title = title;
+    el.addEventListener("click", onClick);
+    return el;
+  }
+
+  function editor(textarea) {
+    var rows = textarea.value.split("\n").filter(function (l) { return l.trim(); })
+      .map(parseLine);
+    var table = document.createElement("table");
+    table.className = "combo-targets";
+    function sync() { textarea.value = rows.map(formatRow).join("\n"); }
+    function render() {
+      table.innerHTML = "<thead><tr><th>#</th><th>model or combo:NAME</th>" +
+        "<th>connection</th><th>weight</th><th>timeout_ms</th><th></th></tr></thead>";
+      var body = document.createElement("tbody");
+      rows.forEach(function (row, i) {
+        var tr = document.createElement("tr"), cells = [];
+        var target = row.combo !== undefined ? "combo:" + row.combo : row.model;
+        cells.push(document.createTextNode(String(i + 1)));
+        cells.push(input(target, "provider/model", function (v) {
+          if (v.toLowerCase().indexOf("combo:") === 0) { row.combo = v.slice(6); delete row.model; }
+          else { row.model = v; delete row.combo; }
+          sync();
+        }));
+        cells.push(input(row.connection, "any", function (v) { row.connection = v; sync(); }));
+        cells.push(input(row.weight, "weight", function (v) { row.weight = v; sync(); }));
+        cells.push(input(row.timeout_ms, "timeout_ms", function (v) { row.timeout_ms = v; sync(); }));
+        var tools = document.createElement("span");
+        tools.appendChild(button("↑", "move up", function () {
+          if (i > 0) { rows.splice(i - 1, 0, rows.splice(i, 1)[0]); sync(); render(); }
+        }));
+        tools.appendChild(button("↓", "move down", function () {
+          if (i < rows.length - 1) { rows.splice(i + 1, 0, rows.splice(i, 1)[0]); sync(); render(); }
+        }));
+        tools.appendChild(button("✕", "remove", function () { rows.splice(i, 1); sync(); render(); }));
+        cells.push(tools);
+        cells.forEach(function (c) { var td = document.createElement("td"); td.appendChild(c); tr.appendChild(td); });
+        body.appendChild(tr);
+      });
+      table.appendChild(body);
+    }
+    render();
+    var add = button("Add target", "append a target", function () {
+      rows.push({model: "", connection: ""}); sync(); render();
+    });
+    textarea.parentNode.insertBefore(table, textarea);
+    textarea.parentNode.insertBefore(add, textarea);
+    textarea.style.display = "none";
+  }
+
+  function configHints(select, configField) {
+    var hint = document.createElement("div");
+    hint.className = "help combo-config-keys";
+    configField.parentNode.appendChild(hint);
+    function update() {
+      var keys = (CONFIG_KEYS[select.value] || []).concat(CONFIG_KEYS["*"]);
+      hint.textContent = "Keys for " + select.value + ": " + keys.join("; ");
+    }
+    select.addEventListener("change", update);
+    update();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var textarea = document.getElementById("id_targets_text");
+    var select = document.getElementById("id_strategy");
+    var config = document.getElementById("id_config_text");
+    if (textarea) { editor(textarea); }
+    if (select && config) { configHints(select, config); }
+  });
+})();
