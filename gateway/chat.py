@@ -21,12 +21,11 @@ import orjson
 
 from gateway import proxy
 from gateway.accounting import (
-    cost_usd,
-    estimate_prompt_tokens,
     result_of,
-    usage_numbers,
 )
 from gateway.combo_plan import ComboPlan, RequestFacts, plan_combo
+from gateway.composite import is_composite
+from gateway.composite_run import run_composite
 from gateway.context import (
     ChatContext,
     StreamReply,
@@ -135,24 +134,47 @@ class AttemptLoop:
         max_calls = table.settings.max_attempts_per_request
         warnings: list[str] = []
         for index, slot in enumerate(self.chain):
-            for target in self._slot_targets(slot, index, warnings):
-                if self.calls >= max_calls:
-                    return self._all_failed()
-                if self._skipped(target, index):
-                    continue
-                reply = await self._attempt(slot, index, target)
-                if reply is not None:
-                    return reply
-                last = self.items[-1]
-                if not should_continue(
-                    last.reason or "", self._options(slot, target).on
-                ):
-                    return self._all_failed()
+            if is_composite(slot):
+                reply = await self._composite(slot, index)
+            else:
+                reply = await self._slot(slot, index, warnings, max_calls)
+            if reply is not None:
+                return reply
             if index + 1 < len(self.chain):
                 self._model_failover(index)
         for warning in warnings:
             logger.warning("%s", warning)
         return self._all_failed()
+
+    async def _slot(
+        self, slot: Slot, index: int, warnings: list[str], max_calls: int
+    ) -> JSONReply | StreamReply | None:
+        """Try the slot's targets in order; a reply ends the request."""
+        for target in self._slot_targets(slot, index, warnings):
+            if self.calls >= max_calls:
+                return self._all_failed()
+            if self._skipped(target, index):
+                continue
+            reply = await self._attempt(slot, index, target)
+            if reply is not None:
+                return reply
+            last = self.items[-1]
+            if not should_continue(last.reason or "", self._options(slot, target).on):
+                return self._all_failed()
+        return None
+
+    async def _composite(
+        self, slot: Slot, index: int
+    ) -> JSONReply | StreamReply | None:
+        """A fusion or pipeline slot: one unit, one report item (spec 02 §5)."""
+        done = await run_composite(self, slot, index)
+        if done.reply is not None:
+            return done.reply
+        if done.target is not None and not should_continue(
+            self.items[-1].reason or "", self._options(slot, done.target).on
+        ):
+            return self._all_failed()
+        return None
 
     def _slot_targets(
         self, slot: Slot, index: int, warnings: list[str]
@@ -568,11 +590,4 @@ class AttemptLoop:
         return StreamReply(headers=headers, body=body.frames())
 
 
-__all__ = [
-    "ChatContext",
-    "StreamReply",
-    "cost_usd",
-    "estimate_prompt_tokens",
-    "handle_chat",
-    "usage_numbers",
-]
+__all__ = ["AttemptLoop", "handle_chat"]

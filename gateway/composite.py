@@ -1,0 +1,502 @@
+"""Composite slots: ``fusion`` and ``pipeline`` combos (spec 03 §6-7, 02 §5).
+
+A composite slot runs inside the attempt loop as ONE unit and adds ONE report item:
+``model`` = the model whose answer was returned (or whose failure ended the slot),
+``via`` = the combo name, ``calls`` = the upstream calls made inside, ``latency_ms`` =
+the whole slot.  ``X-OmniRoute-Attempts`` counts the inner calls (``loop.calls``).
+
+* A **unit** is one declared target of the combo: a model target (its connections in
+  order, under 02 rules) or a combo-ref (its own plan, tried in place).
+* **pipeline**: the units are the stages; stage bodies come from
+  ``gateway.engine.composite.stage_body``; a stage without an answer ends the slot.
+* **fusion**: panel fan-out (no tools, ``stream: false``), quorum and straggler grace,
+  then a judge call over the answers (or the single answer as is).
+
+Invariants: every inner call is an ``AttemptLog`` row (failed ones at once, not
+billable; the answering ones when the slot settles, billable when they contributed);
+inner skips are reported only when the slot made no call at all (02 §10 then decides);
+panel members still running when collection ends are cancelled and logged ``timeout``
+with detail ``panel_timeout`` (health counts) or ``straggler_dropped`` (it does not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from gateway import proxy
+from gateway.accounting import result_of
+from gateway.combo_plan import RequestFacts, plan_combo
+from gateway.composite_reply import json_reply, single_stream_reply, stream_reply
+from gateway.context import StreamReply
+from gateway.engine import composite as pure
+from gateway.engine.dialects import REGISTRY
+from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
+from gateway.engine.failover import Item, should_continue
+from gateway.engine.types import ComboInfo, ComboTargetInfo, Strategy, Target
+from gateway.health_glue import attempt_started, conn_key, record_health
+from gateway.responses import (
+    JSONReply,
+)
+from providers.health import board
+from providers.http import client_for
+from telemetry import metrics
+from telemetry.sanitize import sanitize
+
+if TYPE_CHECKING:
+    from gateway.chat import AttemptLoop
+    from gateway.engine.plan import Slot
+
+COMPOSITE_STRATEGIES = frozenset({Strategy.FUSION, Strategy.PIPELINE})
+
+
+def is_composite(slot: Slot) -> bool:
+    combo = slot.resolved.combo
+    return combo is not None and combo.strategy in COMPOSITE_STRATEGIES
+
+
+@dataclass(slots=True)
+class Done:
+    """What a composite slot hands back to the attempt loop."""
+
+    reply: JSONReply | StreamReply | None = None
+    #: the target whose failure ended the slot (None: no call was made)
+    target: Target | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Answer:
+    """A successful inner call whose billing is decided when the slot settles."""
+
+    target: Target
+    item: Item
+    started_wall: float
+    body: dict[str, Any]
+    result: proxy.AttemptResult | None = None
+    stream: proxy.OpenStream | None = None
+
+    @property
+    def text(self) -> str | None:
+        return pure.answer_text(self.result.completion if self.result else None)
+
+
+@dataclass(slots=True, kw_only=True)
+class UnitOutcome:
+    answer: Answer | None = None
+    #: the last failed item of the unit and its target (None: nothing was called)
+    failure: Item | None = None
+    target: Target | None = None
+
+
+def _unit_model(unit: list[Target], declared: ComboTargetInfo) -> str:
+    if declared.model:
+        return declared.model
+    return unit[0].model_key if unit else f"combo:{declared.ref}"
+
+
+@dataclass(slots=True, kw_only=True)
+class Composite:
+    loop: AttemptLoop
+    slot: Slot
+    index: int
+    combo: ComboInfo
+    started_wall: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.perf_counter)
+    calls: int = 0
+    skips: list[Item] = field(default_factory=list)
+    #: ``AttemptLog`` rows logged as billable by this slot
+    billed_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: detail for members cancelled by the panel collector; None = the client left
+    cancel_detail: str | None = None
+
+    # --- planning -----------------------------------------------------------------
+
+    def _facts(self) -> RequestFacts:
+        body = self.loop.request.body
+        max_out = body.get("max_completion_tokens") or body.get("max_tokens")
+        return RequestFacts(
+            r_in=input_tokens(body.get("messages")),
+            max_out=max_out if isinstance(max_out, int) else None,
+            cache_key=cache_key(body),
+        )
+
+    def _plan(self, declared: ComboTargetInfo) -> list[Target]:
+        table = self.loop.ctx.table
+        if declared.ref is not None:
+            inner = table.combos.get(declared.ref.lower())
+            if inner is None or not inner.active:
+                return []
+            combo = inner
+        else:
+            combo = ComboInfo(
+                id=self.combo.id,
+                name=self.combo.name,
+                strategy=Strategy.PRIORITY,
+                targets=(declared,),
+                config={},
+            )
+        plan = plan_combo(table, combo, self._facts())
+        for target, skip in plan.skips:
+            self._skip(target, skip.reason, skip.retry_after_s)
+        self.loop.plans.append(plan)
+        return plan.targets
+
+    def units(self) -> list[tuple[str, list[Target]]]:
+        return [
+            (_unit_model(targets, declared), targets)
+            for declared in self.combo.targets
+            for targets in [self._plan(declared)]
+        ]
+
+    def _judge_unit(self) -> list[Target]:
+        name = self.combo.config.get("judgeModel")
+        if not isinstance(name, str) or not name:
+            return []
+        if "/" in name and not name.lower().startswith("combo/"):
+            return self._plan(ComboTargetInfo(model=name))
+        return self._plan(ComboTargetInfo(ref=name.split("/", 1)[-1]))
+
+    # --- items and skips ----------------------------------------------------------
+
+    def _skip(
+        self,
+        target: Target,
+        reason: str,
+        retry_after_s: float | None = None,
+        unmet_param: str | None = None,
+    ) -> None:
+        self.skips.append(
+            Item(
+                model=target.model_key,
+                slot=self.index,
+                via=target.via,
+                status="skipped",
+                reason=reason,
+                calls=0,
+                connection=target.connection.name,
+                retry_after_s=retry_after_s,
+                unmet_param=unmet_param,
+            )
+        )
+
+    def _skipped(
+        self, target: Target, body: dict[str, Any], *, repeat_ok: bool = False
+    ) -> bool:
+        loop = self.loop
+        connection = conn_key(target)
+        window = target.model.context_window
+        if target.key in loop.attempted and not repeat_ok:
+            self._skip(target, "already_attempted")
+        elif connection in loop.failed_connections:
+            self._skip(target, "connection_failed")
+        elif target.model_key in loop.too_large or (
+            window is not None and window < needed_tokens(body)
+        ):
+            self._skip(target, "context_too_large")
+        elif (unmet := self._unmet(target, body)) is not None:
+            self._skip(target, "capability_mismatch", unmet_param=unmet)
+        else:
+            found = board.skip_reason(
+                connection,
+                target.model.model_id,
+                target.connection.max_concurrency,
+                time.time(),
+            )
+            if found is None:
+                return False
+            self._skip(target, found.reason, found.retry_after_s)
+        return True
+
+    @staticmethod
+    def _unmet(target: Target, body: dict[str, Any]) -> str | None:
+        capabilities = target.model.capabilities
+        if capabilities is None:
+            return None
+        for need in needs(body):
+            if need.capability not in capabilities:
+                return need.param
+        return None
+
+    def _item(self, target: Target, **fields: Any) -> Item:
+        return Item(
+            model=target.model_key,
+            slot=self.index,
+            via=self.combo.name,
+            connection=target.connection.name,
+            **fields,
+        )
+
+    def _slot_item(self, target: Target, **fields: Any) -> Item:
+        fields.setdefault("latency_ms", self._elapsed_ms())
+        return self._item(target, calls=self.calls, **fields)
+
+    def _elapsed_ms(self) -> int:
+        return int((time.perf_counter() - self.started) * 1000)
+
+    # --- one unit, one call -------------------------------------------------------
+
+    async def call_unit(
+        self,
+        unit: list[Target],
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        need_text: bool,
+        repeat_ok: bool = False,
+    ) -> UnitOutcome:
+        """Try the unit's targets in order under 02 rules; the first answer wins."""
+        out = UnitOutcome()
+        max_calls = self.loop.ctx.table.settings.max_attempts_per_request
+        for target in unit:
+            if self.loop.calls >= max_calls:
+                break
+            if self._skipped(target, body, repeat_ok=repeat_ok):
+                continue
+            options = self.loop._options(self.slot, target)
+            connection = conn_key(target)
+            if not board.begin(connection, time.time(), options.timeout_ms / 1000):
+                self._skip(target, "circuit_open", 1.0)
+                continue
+            try:
+                answer, failure = await self._call(
+                    target, body, stream, options, need_text=need_text
+                )
+            finally:
+                board.end(connection)
+            if answer is not None:
+                out.answer = answer
+                return out
+            out.failure, out.target = failure, target
+            if failure is not None and not should_continue(
+                failure.reason or "", options.on
+            ):
+                break
+        return out
+
+    async def _call(
+        self,
+        target: Target,
+        body: dict[str, Any],
+        stream: bool,
+        options: Any,
+        *,
+        need_text: bool,
+    ) -> tuple[Answer | None, Item | None]:
+        loop = self.loop
+        dialect = REGISTRY[target.provider.kind]
+        call = dialect.build_request(
+            base_url=target.provider.base_url,
+            api_key=target.connection.api_key,
+            model=target.model.model_id,
+            body=body,
+            stream=stream,
+        )
+        loop.calls += 1
+        self.calls += 1
+        loop.attempted.add(target.key)
+        started_wall = time.time()
+        client = client_for(target.provider.kind)
+        attempt_started(target)
+        gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
+        gauge.inc()
+        outcome: proxy.AttemptResult | proxy.OpenStream
+        try:
+            if stream:
+                outcome = await proxy.open_stream(
+                    client,
+                    dialect,
+                    call,
+                    timeout_s=options.timeout_ms / 1000,
+                    first_token_s=(
+                        options.first_token_timeout_ms / 1000
+                        if options.first_token_timeout_ms
+                        else None
+                    ),
+                    idle_timeout_s=loop.ctx.table.settings.stream_idle_timeout_ms
+                    / 1000,
+                    created=int(started_wall),
+                )
+            else:
+                outcome = await proxy.call_json(
+                    client,
+                    dialect,
+                    call,
+                    timeout_s=options.timeout_ms / 1000,
+                    created=int(started_wall),
+                )
+        except asyncio.CancelledError:
+            self._cancelled(target, started_wall)
+            raise
+        finally:
+            gauge.dec()
+        if isinstance(outcome, proxy.OpenStream):
+            item = self._item(
+                target, status="served", http_status=outcome.result.http_status
+            )
+            loop.rec.upstream_wait_s += outcome.result.upstream_wait_s
+            answer = Answer(
+                target=target,
+                item=item,
+                started_wall=started_wall,
+                body=body,
+                stream=outcome,
+            )
+            return answer, None
+        return self._settle(target, body, outcome, started_wall, need_text=need_text)
+
+    def _cancelled(self, target: Target, started_wall: float) -> None:
+        detail = self.cancel_detail
+        item = self._item(
+            target,
+            status="failed",
+            reason="timeout" if detail else "client_cancelled",
+            detail=detail,
+            latency_ms=int((time.time() - started_wall) * 1000),
+        )
+        health = item
+        if detail == "straggler_dropped":
+            # a dropped straggler says nothing about its connection
+            health = dataclasses.replace(item, reason="client_cancelled", detail=None)
+        record_health(self.loop.ctx.table, target, health, None)
+        self.loop.rec.add_attempt(
+            target, item, started_wall, None, result=None if detail else "cancelled"
+        )
+
+    def _settle(
+        self,
+        target: Target,
+        body: dict[str, Any],
+        outcome: proxy.AttemptResult,
+        started_wall: float,
+        *,
+        need_text: bool,
+    ) -> tuple[Answer | None, Item | None]:
+        loop = self.loop
+        table = loop.ctx.table
+        latency = int(outcome.latency_s * 1000)
+        loop.rec.upstream_wait_s += outcome.upstream_wait_s
+        failure = outcome.failure
+        reason = failure.reason.value if failure else None
+        detail = failure.detail.value if failure and failure.detail else None
+        if failure is None and outcome.completion is None:
+            reason, detail = "server_error", "bad_response"
+        if reason is None and need_text and not pure.answer_text(outcome.completion):
+            reason, detail = "server_error", "empty_output"
+        if reason is None:
+            item = self._item(
+                target,
+                status="served",
+                latency_ms=latency,
+                http_status=outcome.http_status,
+            )
+            record_health(table, target, item, outcome)
+            loop.served(target)
+            answer = Answer(
+                target=target,
+                item=item,
+                started_wall=started_wall,
+                body=body,
+                result=outcome,
+            )
+            return answer, None
+        error = outcome.error
+        item = self._item(
+            target,
+            status="failed",
+            reason=reason,
+            detail=detail,
+            latency_ms=latency,
+            http_status=outcome.http_status,
+            upstream_message=sanitize(error.message) if error else None,
+            upstream_param=error.param if error else None,
+        )
+        trigger = record_health(table, target, item, outcome)
+        loop.rec.add_attempt(target, item, started_wall, outcome, trigger=trigger)
+        metrics.bounded(metrics.FAILOVERS, result_of(item.reason, item.detail)).inc()
+        if item.reason == "connection_error":
+            loop.failed_connections.add(conn_key(target))
+        if item.reason == "context_length":
+            loop.too_large.add(target.model_key)
+        return None, item
+
+    # --- settling the slot ----------------------------------------------------------
+
+    def _bill(self, answer: Answer) -> None:
+        """Log a contributing answer as billable (streams are logged at their end)."""
+        self.loop.rec.add_attempt(
+            answer.target,
+            answer.item,
+            answer.started_wall,
+            answer.result,
+            billable=True,
+            estimate_body=answer.body,
+        )
+        self.billed_rows.append(self.loop.rec.attempts[-1])
+
+    def unbilled(self, answer: Answer) -> None:
+        """Log an answer that reached no client (a pipeline that failed later)."""
+        self.loop.rec.add_attempt(
+            answer.target, answer.item, answer.started_wall, answer.result
+        )
+
+    def _sum_totals(self) -> None:
+        """The request row carries the sum of every billable call of the slot."""
+        rows = self.billed_rows
+        if not rows:
+            return
+        rec = self.loop.rec
+        counted = [r for r in rows if r["prompt_tokens"] is not None]
+        if counted:
+            rec.prompt_tokens = sum(r["prompt_tokens"] or 0 for r in counted)
+            rec.completion_tokens = sum(r["completion_tokens"] or 0 for r in counted)
+            rec.cached_tokens = sum(r["cached_tokens"] or 0 for r in counted)
+        costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+        rec.cost = sum(costs, Decimal(0)) if costs else None
+
+    def fail(self, model: str, target: Target | None, item: Item | None) -> Done:
+        """The slot failed as a unit; a slot that made no call reports its skips."""
+        if self.calls == 0 or target is None:
+            self.loop.items.extend(self.skips)
+            return Done()
+        reason = item.reason if item is not None else "server_error"
+        slot_item = self._slot_item(
+            target,
+            status="failed",
+            reason=reason,
+            detail=item.detail if item is not None else None,
+            http_status=item.http_status if item is not None else None,
+            upstream_message=item.upstream_message if item is not None else None,
+            upstream_param=item.upstream_param if item is not None else None,
+        )
+        slot_item.model = model if item is None else item.model
+        self.loop.items.append(slot_item)
+        return Done(target=target)
+
+    def _served_target(self, target: Target) -> Target:
+        return dataclasses.replace(target, via=self.combo.name)
+
+    def serve(
+        self,
+        final: Answer,
+        contributors: list[Answer],
+        *,
+        detail: str | None = None,
+    ) -> JSONReply | StreamReply:
+        """Return ``final``'s response; ``contributors`` are billed with it."""
+        for answer in contributors:
+            if answer is not final:
+                self._bill(answer)
+        if final.stream is not None:
+            return stream_reply(self, final, contributors)
+        if self.loop.request.stream:
+            return single_stream_reply(self, final, contributors, detail)
+        return json_reply(self, final, contributors, detail)
+
+    def abandon(self) -> None:
+        """The client left while the slot ran: the request ends as closed."""
+        self.loop.rec.client_closed(499)
+        self.loop.ctx.record(self.loop.rec)
