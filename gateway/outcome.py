@@ -62,6 +62,7 @@ class RunRecord:
     cached_tokens: int | None = None
     usage_source: str = "none"
     finished_at: float | None = None
+    overhead_final: int | None = None
     #: events to publish once the response is finished (``model_failover``)
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -85,8 +86,15 @@ class RunRecord:
         )
 
     def overhead_ms(self) -> int:
-        total = time.perf_counter() - self.started
-        return max(0, round((total - self.upstream_wait_s) * 1000))
+        """Gateway time so far minus upstream waits; fixed once a reply header has it.
+
+        The first call made for the ``X-OmniRoute-Overhead-Ms`` header freezes the
+        value, so the log row records exactly what the client saw (spec 06 §1.1).
+        """
+        if self.overhead_final is None:
+            total = time.perf_counter() - self.started
+            self.overhead_final = max(0, round((total - self.upstream_wait_s) * 1000))
+        return self.overhead_final
 
     def mark_ttft(self) -> None:
         self.ttft_s = time.perf_counter() - self.started
