@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from gateway.composite import Answer, Composite, Done
+from gateway.engine import agentic
 from gateway.engine import composite as pure
 from gateway.engine.failover import Item, should_continue
 from gateway.engine.types import Strategy, Target
@@ -24,6 +25,9 @@ COMPOSITE_STRATEGIES = frozenset({Strategy.FUSION, Strategy.PIPELINE})
 async def run_pipeline(c: Composite) -> Done:
     request = c.loop.request
     units = c.units()
+    enabled, max_rounds = agentic.settings_of(c.combo.config)
+    if enabled and len(units) >= 2:  # noqa: PLR2004 - a planner and an executor
+        return await run_agentic(c, units, max_rounds)
     count = len(units)
     previous: str | None = None
     contributors: list[Answer] = []
@@ -48,6 +52,68 @@ async def run_pipeline(c: Composite) -> Done:
     if not contributors:
         return c.fail("", None, None)
     return Done(reply=c.serve(contributors[-1], contributors))
+
+
+async def run_agentic(
+    c: Composite, units: list[tuple[str, list[Target]]], max_rounds: int
+) -> Done:
+    """Planner, then executor (and backups) as spec 03 §7 "Agentic orchestration"."""
+    request = c.loop.request
+    body = request.body
+    planner_model, planner = units[0]
+    if not body.get("tools"):
+        return await _client_facing(c, planner_model, planner, body, [])
+    if agentic.tool_rounds(body.get("messages")) >= max_rounds:
+        return await _client_facing(
+            c, planner_model, planner, agentic.budget_body(body), []
+        )
+    decision = await c.call_unit(
+        planner, agentic.decision_body(body), stream=False, need_text=True
+    )
+    if decision.answer is None:
+        return c.fail(planner_model, decision.target or planner[0], decision.failure)
+    action, instructions = agentic.parse_decision(decision.answer.text)
+    if action == "final" or instructions is None:
+        return await _client_facing(
+            c,
+            planner_model,
+            planner,
+            agentic.final_body(body),
+            [decision.answer],
+            repeat_ok=True,
+        )
+    executor_body = agentic.executor_body(body, instructions)
+    failure: Item | None = None
+    last: Target | None = None
+    last_model = units[1][0]
+    for model, unit in units[1:]:
+        out = await c.call_unit(
+            unit, executor_body, stream=request.stream, need_text=False
+        )
+        if out.answer is not None:
+            return Done(reply=c.serve(out.answer, [decision.answer, out.answer]))
+        failure, last, last_model = out.failure, out.target, model
+    c.unbilled(decision.answer)
+    return c.fail(last_model, last, failure)
+
+
+async def _client_facing(
+    c: Composite,
+    model: str,
+    unit: list[Target],
+    body: dict[str, Any],
+    before: list[Answer],
+    *,
+    repeat_ok: bool = False,
+) -> Done:
+    out = await c.call_unit(
+        unit, body, stream=c.loop.request.stream, need_text=False, repeat_ok=repeat_ok
+    )
+    if out.answer is None:
+        for answer in before:
+            c.unbilled(answer)
+        return c.fail(model, out.target or (unit[0] if unit else None), out.failure)
+    return Done(reply=c.serve(out.answer, [*before, out.answer]))
 
 
 # --- fusion ---------------------------------------------------------------------------
