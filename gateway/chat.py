@@ -31,7 +31,7 @@ from gateway.context import (
     StreamReply,
     refusal,
 )
-from gateway.engine.dialects import REGISTRY
+from gateway.dispatch import dispatch
 from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue, terminal
 from gateway.engine.plan import (
@@ -45,7 +45,6 @@ from gateway.engine.plan import (
 )
 from gateway.engine.types import KeyPolicy, Target
 from gateway.health_glue import (
-    attempt_started,
     conn_key,
     record_health,
     remember_good,
@@ -54,15 +53,14 @@ from gateway.ids import new_id
 from gateway.outcome import RunRecord
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
 from gateway.responses import (
-    JSON_CONTENT_TYPE,
-    SSE_HEADERS,
     JSONReply,
+    completion_reply,
     error_reply,
     omniroute_headers,
+    stream_headers,
 )
 from gateway.streaming import StreamBody
 from providers.health import board
-from providers.http import client_for
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
@@ -297,51 +295,21 @@ class AttemptLoop:
     async def _call(
         self, slot: Slot, index: int, target: Target, options: Options
     ) -> JSONReply | StreamReply | None:
-        dialect = REGISTRY[target.provider.kind]
-        call = dialect.build_request(
-            base_url=target.provider.base_url,
-            api_key=target.connection.api_key,
-            model=target.model.model_id,
-            body=self.request.body,
-            stream=self.request.stream,
-        )
         self.calls += 1
         self.attempted.add(target.key)
         started_wall = time.time()
-        created = int(started_wall)
-        client = client_for(target.provider.kind)
-        attempt_started(target)
-        gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
-        gauge.inc()
         try:
-            if self.request.stream:
-                outcome = await proxy.open_stream(
-                    client,
-                    dialect,
-                    call,
-                    timeout_s=options.timeout_ms / 1000,
-                    first_token_s=(
-                        options.first_token_timeout_ms / 1000
-                        if options.first_token_timeout_ms
-                        else None
-                    ),
-                    idle_timeout_s=self.ctx.table.settings.stream_idle_timeout_ms
-                    / 1000,
-                    created=created,
-                )
-            else:
-                outcome = await proxy.call_json(
-                    client,
-                    dialect,
-                    call,
-                    timeout_s=options.timeout_ms / 1000,
-                    created=created,
-                )
+            outcome = await dispatch(
+                target,
+                self.request.body,
+                stream=self.request.stream,
+                options=options,
+                idle_timeout_ms=self.ctx.table.settings.stream_idle_timeout_ms,
+                created=int(started_wall),
+            )
         except asyncio.CancelledError:
             self._cancelled(target, index, started_wall)
             raise
-        finally:
-            gauge.dec()
         if isinstance(outcome, proxy.OpenStream):
             return self._stream_reply(target, index, outcome, started_wall)
         return self._settle(target, index, outcome, started_wall)
@@ -487,29 +455,16 @@ class AttemptLoop:
             billable=True,
             estimate_body=self.request.body,
         )
-        if self.ctx.classic:
-            payload: dict[str, Any] = {
-                "success": True,
-                "data": completion,
-                "metadata": omni,
-            }
-        else:
-            completion["omniroute"] = omni
-            payload = completion
-        body = orjson.dumps(payload)
-        overhead_ms = self.rec.overhead_ms()
-        headers = [
-            JSON_CONTENT_TYPE,
-            *omniroute_headers(
-                served_model=target.model_key,
-                attempts=self.calls,
-                route=omni["route"],
-                overhead_ms=overhead_ms,
-            ),
-        ]
+        reply = completion_reply(
+            completion,
+            omni,
+            classic=self.ctx.classic,
+            attempts=self.calls,
+            overhead_ms=self.rec.overhead_ms(),
+        )
         self.rec.succeed(target, 200, self.calls, len(self.chain) > 1)
         self.ctx.record(self.rec)
-        return JSONReply(status=200, body=body, headers=headers)
+        return reply
 
     def _all_failed(self) -> JSONReply:
         now = time.time()
@@ -574,12 +529,7 @@ class AttemptLoop:
         self.items.append(item)
         self.rec.upstream_wait_s += stream.result.upstream_wait_s
         omni = self.omniroute(target)
-        headers = [
-            *SSE_HEADERS,
-            *omniroute_headers(
-                served_model=target.model_key, attempts=self.calls, route=omni["route"]
-            ),
-        ]
+        headers = stream_headers(omni, self.calls)
         body = StreamBody(
             loop=self,
             target=target,

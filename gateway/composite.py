@@ -33,17 +33,16 @@ from gateway.accounting import result_of
 from gateway.combo_plan import RequestFacts, plan_combo
 from gateway.composite_reply import json_reply, single_stream_reply, stream_reply
 from gateway.context import StreamReply
+from gateway.dispatch import dispatch
 from gateway.engine import composite as pure
-from gateway.engine.dialects import REGISTRY
 from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue
 from gateway.engine.types import ComboInfo, ComboTargetInfo, Strategy, Target
-from gateway.health_glue import attempt_started, conn_key, record_health
+from gateway.health_glue import conn_key, record_health
 from gateway.responses import (
     JSONReply,
 )
 from providers.health import board
-from providers.http import client_for
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
@@ -287,52 +286,22 @@ class Composite:
         need_text: bool,
     ) -> tuple[Answer | None, Item | None]:
         loop = self.loop
-        dialect = REGISTRY[target.provider.kind]
-        call = dialect.build_request(
-            base_url=target.provider.base_url,
-            api_key=target.connection.api_key,
-            model=target.model.model_id,
-            body=body,
-            stream=stream,
-        )
         loop.calls += 1
         self.calls += 1
         loop.attempted.add(target.key)
         started_wall = time.time()
-        client = client_for(target.provider.kind)
-        attempt_started(target)
-        gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
-        gauge.inc()
-        outcome: proxy.AttemptResult | proxy.OpenStream
         try:
-            if stream:
-                outcome = await proxy.open_stream(
-                    client,
-                    dialect,
-                    call,
-                    timeout_s=options.timeout_ms / 1000,
-                    first_token_s=(
-                        options.first_token_timeout_ms / 1000
-                        if options.first_token_timeout_ms
-                        else None
-                    ),
-                    idle_timeout_s=loop.ctx.table.settings.stream_idle_timeout_ms
-                    / 1000,
-                    created=int(started_wall),
-                )
-            else:
-                outcome = await proxy.call_json(
-                    client,
-                    dialect,
-                    call,
-                    timeout_s=options.timeout_ms / 1000,
-                    created=int(started_wall),
-                )
+            outcome = await dispatch(
+                target,
+                body,
+                stream=stream,
+                options=options,
+                idle_timeout_ms=loop.ctx.table.settings.stream_idle_timeout_ms,
+                created=int(started_wall),
+            )
         except asyncio.CancelledError:
             self._cancelled(target, started_wall)
             raise
-        finally:
-            gauge.dec()
         if isinstance(outcome, proxy.OpenStream):
             item = self._item(
                 target, status="served", http_status=outcome.result.http_status

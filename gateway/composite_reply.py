@@ -9,19 +9,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from gateway.context import StreamReply
 from gateway.engine import composite as pure
 from gateway.engine.failover import Item
+from gateway.engine.types import Target
 from gateway.health_glue import record_health
 from gateway.responses import (
     DONE_FRAME,
-    JSON_CONTENT_TYPE,
-    SSE_HEADERS,
     JSONReply,
-    omniroute_headers,
+    completion_reply,
     sse_frame,
+    stream_headers,
 )
 from gateway.streaming import StreamBody
 
@@ -35,45 +33,39 @@ def usage_of(c: Composite, contributors: list[Answer]) -> dict[str, int] | None:
     )
 
 
-def json_reply(
-    c: Composite, final: Answer, contributors: list[Answer], detail: str | None
-) -> JSONReply:
-    loop = c.loop
+def _settle_served(c: Composite, final: Answer, detail: str | None) -> Target:
+    """Bill the answer, total the usage and add the slot's served report item."""
     c._bill(final)
     c._sum_totals()
     target = c._served_target(final.target)
     slot_item = c._slot_item(
         target, status="served", detail=detail, http_status=final.item.http_status
     )
-    loop.items.append(slot_item)
+    c.loop.items.append(slot_item)
+    return target
+
+
+def json_reply(
+    c: Composite, final: Answer, contributors: list[Answer], detail: str | None
+) -> JSONReply:
+    loop = c.loop
+    target = _settle_served(c, final, detail)
     assert final.result is not None
     completion = dict(final.result.completion or {})
     completion["model"] = target.model_key
     usage = usage_of(c, contributors)
     if usage is not None:
         completion["usage"] = usage
-    omni = loop.omniroute(target)
-    if loop.ctx.classic:
-        payload: dict[str, Any] = {
-            "success": True,
-            "data": completion,
-            "metadata": omni,
-        }
-    else:
-        completion["omniroute"] = omni
-        payload = completion
-    headers = [
-        JSON_CONTENT_TYPE,
-        *omniroute_headers(
-            served_model=target.model_key,
-            attempts=loop.calls,
-            route=omni["route"],
-            overhead_ms=loop.rec.overhead_ms(),
-        ),
-    ]
+    reply = completion_reply(
+        completion,
+        loop.omniroute(target),
+        classic=loop.ctx.classic,
+        attempts=loop.calls,
+        overhead_ms=loop.rec.overhead_ms(),
+    )
     loop.rec.succeed(target, 200, loop.calls, len(loop.chain) > 1)
     loop.ctx.record(loop.rec)
-    return JSONReply(status=200, body=orjson.dumps(payload), headers=headers)
+    return reply
 
 
 def single_stream_reply(
@@ -81,13 +73,7 @@ def single_stream_reply(
 ) -> StreamReply:
     """A non-streamed answer delivered to a streaming client (spec 03 §6 step 7)."""
     loop = c.loop
-    c._bill(final)
-    c._sum_totals()
-    target = c._served_target(final.target)
-    slot_item = c._slot_item(
-        target, status="served", detail=detail, http_status=final.item.http_status
-    )
-    loop.items.append(slot_item)
+    target = _settle_served(c, final, detail)
     assert final.result is not None
     completion = final.result.completion or {}
     choice = (completion.get("choices") or [{}])[0]
@@ -103,12 +89,7 @@ def single_stream_reply(
     }
     usage = usage_of(c, contributors)
     omni = loop.omniroute(target)
-    headers = [
-        *SSE_HEADERS,
-        *omniroute_headers(
-            served_model=target.model_key, attempts=loop.calls, route=omni["route"]
-        ),
-    ]
+    headers = stream_headers(omni, loop.calls)
     first = {
         **base,
         "choices": [
@@ -162,12 +143,7 @@ def stream_reply(
     )
     loop.items.append(slot_item)
     omni = loop.omniroute(target)
-    headers = [
-        *SSE_HEADERS,
-        *omniroute_headers(
-            served_model=target.model_key, attempts=loop.calls, route=omni["route"]
-        ),
-    ]
+    headers = stream_headers(omni, loop.calls)
     body = CompositeStreamBody(
         loop=loop,
         target=target,

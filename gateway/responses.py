@@ -84,6 +84,46 @@ def omniroute_headers(
     return headers
 
 
+def completion_reply(
+    completion: dict[str, Any],
+    omni: dict[str, Any],
+    *,
+    classic: bool,
+    attempts: int,
+    overhead_ms: int,
+) -> JSONReply:
+    """A served completion: OpenAI shape with ``omniroute``, or the classic
+    envelope with ``metadata`` (spec 01), and the ``X-OmniRoute-*`` headers."""
+    if classic:
+        payload: dict[str, Any] = {
+            "success": True,
+            "data": completion,
+            "metadata": omni,
+        }
+    else:
+        payload = {**completion, "omniroute": omni}
+    headers = [
+        JSON_CONTENT_TYPE,
+        *omniroute_headers(
+            served_model=omni["served_model"],
+            attempts=attempts,
+            route=omni["route"],
+            overhead_ms=overhead_ms,
+        ),
+    ]
+    return JSONReply(status=200, body=orjson.dumps(payload), headers=headers)
+
+
+def stream_headers(omni: dict[str, Any], attempts: int) -> list[tuple[bytes, bytes]]:
+    """Headers of a committed stream (attempts = calls made up to the commit)."""
+    return [
+        *SSE_HEADERS,
+        *omniroute_headers(
+            served_model=omni["served_model"], attempts=attempts, route=omni["route"]
+        ),
+    ]
+
+
 def sse_frame(chunk: dict[str, Any]) -> bytes:
     return encode_data(orjson.dumps(chunk))
 
@@ -93,8 +133,10 @@ __all__ = [
     "JSON_CONTENT_TYPE",
     "SSE_HEADERS",
     "JSONReply",
+    "completion_reply",
     "error_body",
     "error_reply",
     "omniroute_headers",
     "sse_frame",
+    "stream_headers",
 ]
