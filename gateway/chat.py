@@ -43,7 +43,7 @@ from gateway.engine.plan import (
     effective_options,
     plan_targets,
 )
-from gateway.engine.types import KeyPolicy, Target
+from gateway.engine.types import CompositeUnit, KeyPolicy, PlannedUnit, Target
 from gateway.health_glue import (
     conn_key,
     record_health,
@@ -151,6 +151,11 @@ class AttemptLoop:
         for target in self._slot_targets(slot, index, warnings):
             if self.calls >= max_calls:
                 return self._all_failed()
+            if isinstance(target, CompositeUnit):
+                done = await self._composite_unit(slot, index, target)
+                if done is not None:
+                    return done
+                continue
             if self._skipped(target, index):
                 continue
             reply = await self._attempt(slot, index, target)
@@ -174,13 +179,28 @@ class AttemptLoop:
             return self._all_failed()
         return None
 
+    async def _composite_unit(
+        self, slot: Slot, index: int, unit: CompositeUnit
+    ) -> JSONReply | StreamReply | None:
+        """A fusion or pipeline combo referenced by this slot's combo (03 §4.4)."""
+        done = await run_composite(self, slot, index, unit.combo, in_plan=True)
+        if done.reply is not None:
+            for plan in self.plans:
+                plan.succeeded(unit)
+            return done.reply
+        if done.target is not None and not should_continue(
+            self.items[-1].reason or "", self._options(slot, done.target).on
+        ):
+            return self._all_failed()
+        return None
+
     def _slot_targets(
         self, slot: Slot, index: int, warnings: list[str]
-    ) -> list[Target]:
+    ) -> list[PlannedUnit]:
         """The slot's targets in order; a combo also lists its pre-filtered skips."""
         combo = slot.resolved.combo
         if combo is None:
-            return plan_targets(self.ctx.table, slot, warnings)
+            return [*plan_targets(self.ctx.table, slot, warnings)]
         body = self.request.body
         max_out = body.get("max_completion_tokens") or body.get("max_tokens")
         plan = plan_combo(

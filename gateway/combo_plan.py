@@ -14,7 +14,8 @@
 4. Candidates expand back into targets: an unpinned model tries its surviving
    connections by priority, then name (rendezvous order on the cache key for equal
    priorities when prompt-cache affinity is on, never for ``fill-first``); a ref's
-   targets are tried in place.
+   targets are tried in place, except a ref to a ``fusion`` or ``pipeline`` combo,
+   which stays ONE ``CompositeUnit`` (§4.4) that the attempt loop runs as a whole.
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ from typing import Any
 
 from gateway.engine.strategies import REGISTRY, rendezvous_order
 from gateway.engine.strategies.base import Candidate, OrderInput, Quota, Stats
-from gateway.engine.types import ComboInfo, ConnectionInfo, RoutingTable, Target
+from gateway.engine.types import (
+    ComboInfo,
+    CompositeUnit,
+    ConnectionInfo,
+    PlannedUnit,
+    RoutingTable,
+    Strategy,
+    Target,
+)
 from providers.health import Skip, board
 from providers.target_stats import stats
 
 MAX_DEPTH = 3  # spec 03 §2.1
+COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})
 ALWAYS_EXPAND = frozenset(
     {"reset-aware", "reset-window", "headroom", "quota-weighted", "cache-optimized"}
 )
@@ -50,12 +60,12 @@ class RequestFacts:
 
 @dataclass(slots=True)
 class ComboPlan:
-    targets: list[Target] = field(default_factory=list)
+    targets: list[PlannedUnit] = field(default_factory=list)
     skips: list[tuple[Target, Skip]] = field(default_factory=list)
     #: target key -> callbacks to run when that target serves
     on_success: dict[str, list[Callable[[], None]]] = field(default_factory=dict)
 
-    def succeeded(self, target: Target) -> None:
+    def succeeded(self, target: PlannedUnit) -> None:
         for callback in self.on_success.get(target.key, ()):
             callback()
 
@@ -116,7 +126,7 @@ class _Planner:
         weight: float | None,
         timeout: int | None,
         expand: bool,
-    ) -> list[tuple[Candidate, list[Target]]]:
+    ) -> list[tuple[Candidate, list[PlannedUnit]]]:
         slug, _, model_id = model_key.partition("/")
         provider = self.table.providers.get(slug.lower())
         model = provider.models.get(model_id) if provider is not None else None
@@ -134,7 +144,7 @@ class _Planner:
             for c in conns
         ]
         groups = [[t] for t in targets] if (expand or pinned) else [targets]
-        result = []
+        result: list[tuple[Candidate, list[PlannedUnit]]] = []
         for group in groups:
             alive = []
             for target in group:
@@ -177,14 +187,37 @@ class _Planner:
                         and board.describe_circuit(conn_key, self.now).value
                         == "half_open",
                     ),
-                    alive,
+                    list(alive),
                 )
             )
         return result
 
+    def _composite_alive(self, combo: ComboInfo, depth: int) -> bool:
+        """A composite ref is kept when one of its members could still answer."""
+        if depth > MAX_DEPTH:
+            return False
+        for declared in combo.targets:
+            if declared.ref is not None:
+                inner = self.table.combos.get(declared.ref.lower())
+                if inner is not None and inner.active and depth < MAX_DEPTH:
+                    return True
+                continue
+            slug, _, model_id = (declared.model or "").partition("/")
+            provider = self.table.providers.get(slug.lower())
+            if provider is None or model_id not in provider.models:
+                continue
+            model = provider.models[model_id]
+            for connection in provider.connections:
+                if declared.connection not in (None, connection.name):
+                    continue
+                probe = Target(provider=provider, model=model, connection=connection)
+                if self._check(probe) is None:
+                    return True
+        return False
+
     def candidates(
         self, combo: ComboInfo, depth: int
-    ) -> list[tuple[Candidate, list[Target]]]:
+    ) -> list[tuple[Candidate, list[PlannedUnit]]]:
         expand = (
             bool(
                 combo.config.get(
@@ -194,24 +227,24 @@ class _Planner:
             )
             or combo.strategy.value in ALWAYS_EXPAND
         )
-        found: list[tuple[Candidate, list[Target]]] = []
+        found: list[tuple[Candidate, list[PlannedUnit]]] = []
         for index, target in enumerate(combo.targets):
             if target.ref is not None:
                 inner = self.table.combos.get(target.ref.lower())
                 if inner is None or not inner.active or depth >= MAX_DEPTH:
                     continue
+                ref = Candidate(
+                    key=f"combo:{inner.name}", index=index, weight=target.weight
+                )
+                if inner.strategy in COMPOSITE:
+                    if self._composite_alive(inner, depth + 1):
+                        found.append(
+                            (ref, [CompositeUnit(combo=inner, via=combo.name)])
+                        )
+                    continue
                 targets = self.order(inner, depth + 1)
                 if targets:
-                    found.append(
-                        (
-                            Candidate(
-                                key=f"combo:{inner.name}",
-                                index=index,
-                                weight=target.weight,
-                            ),
-                            targets,
-                        )
-                    )
+                    found.append((ref, targets))
                 continue
             found.extend(
                 self._model_candidate(
@@ -226,7 +259,7 @@ class _Planner:
             )
         return found
 
-    def order(self, combo: ComboInfo, depth: int = 1) -> list[Target]:
+    def order(self, combo: ComboInfo, depth: int = 1) -> list[PlannedUnit]:
         survivors = self.candidates(combo, depth)
         if not survivors:
             return []
@@ -254,7 +287,7 @@ class _Planner:
         )
         if state_key is not None and ordering.state_before is not None:
             board.store.set(state_key, ordering.state_before, STATE_TTL_SECONDS)
-        result: list[Target] = []
+        result: list[PlannedUnit] = []
         for candidate in ordering.order:
             targets = by_key[candidate.key]
             if not candidate.is_ref:
@@ -279,7 +312,7 @@ class _Planner:
 
     def _remember(
         self,
-        target: Target,
+        target: PlannedUnit,
         state_key: str,
         candidate_key: str,
         on_success: Callable[[Any, str], Any],
@@ -294,10 +327,13 @@ class _Planner:
 
         self.plan.on_success.setdefault(target.key, []).append(write)
 
-    def _connection_order(self, targets: list[Target], strategy: str) -> list[Target]:
-        if len(targets) < 2:  # noqa: PLR2004
-            return targets
-        ordered = sorted(
+    def _connection_order(
+        self, units: list[PlannedUnit], strategy: str
+    ) -> list[PlannedUnit]:
+        targets = [t for t in units if isinstance(t, Target)]
+        if len(targets) < 2 or len(targets) != len(units):  # noqa: PLR2004
+            return units
+        ordered: list[Target] = sorted(
             targets, key=lambda t: (t.connection.priority, t.connection.name)
         )
         key = self.facts.cache_key
@@ -306,11 +342,11 @@ class _Planner:
             or strategy == "fill-first"
             or not self.table.settings.promptcache_affinity
         ):
-            return ordered
+            return [*ordered]
         rank = {
             k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
         }
-        return sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))
+        return [*sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))]
 
 
 def plan_combo(

@@ -6,7 +6,10 @@ A composite slot runs inside the attempt loop as ONE unit and adds ONE report it
 the whole slot.  ``X-OmniRoute-Attempts`` counts the inner calls (``loop.calls``).
 
 * A **unit** is one declared target of the combo: a model target (its connections in
-  order, under 02 rules) or a combo-ref (its own plan, tried in place).
+  order, under 02 rules) or a combo-ref (its own plan, tried in place).  A ref to
+  another fusion or pipeline combo is a ``CompositeUnit``: it runs as a nested
+  composite in *answer-only* mode (no streaming, no report item of its own) and
+  hands back one ``Answer`` carrying the calls that contributed to it (§4.4).
 * **pipeline**: the units are the stages; stage bodies come from
   ``gateway.engine.composite.stage_body``; a stage without an answer ends the slot.
 * **fusion**: panel fan-out (no tools, ``stream: false``), quorum and straggler grace,
@@ -37,7 +40,14 @@ from gateway.dispatch import dispatch
 from gateway.engine import composite as pure
 from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue
-from gateway.engine.types import ComboInfo, ComboTargetInfo, Strategy, Target
+from gateway.engine.types import (
+    ComboInfo,
+    ComboTargetInfo,
+    CompositeUnit,
+    PlannedUnit,
+    Strategy,
+    Target,
+)
 from gateway.health_glue import conn_key, record_health
 from gateway.responses import (
     JSONReply,
@@ -65,6 +75,9 @@ class Done:
     reply: JSONReply | StreamReply | None = None
     #: the target whose failure ended the slot (None: no call was made)
     target: Target | None = None
+    #: answer-only (nested) composites: the answer, or the failed slot item
+    answer: Answer | None = None
+    item: Item | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -77,6 +90,8 @@ class Answer:
     body: dict[str, Any]
     result: proxy.AttemptResult | None = None
     stream: proxy.OpenStream | None = None
+    #: calls of a nested composite that contributed to this answer (billed with it)
+    carried: tuple[Answer, ...] = ()
 
     @property
     def text(self) -> str | None:
@@ -91,7 +106,7 @@ class UnitOutcome:
     target: Target | None = None
 
 
-def _unit_model(unit: list[Target], declared: ComboTargetInfo) -> str:
+def _unit_model(unit: list[PlannedUnit], declared: ComboTargetInfo) -> str:
     if declared.model:
         return declared.model
     return unit[0].model_key if unit else f"combo:{declared.ref}"
@@ -111,11 +126,40 @@ class Composite:
     billed_rows: list[dict[str, Any]] = field(default_factory=list)
     #: detail for members cancelled by the panel collector; None = the client left
     cancel_detail: str | None = None
+    #: the composite this one runs inside (a ``CompositeUnit``), if any
+    parent: Composite | None = None
+    #: nested in another composite: no stream, no report item, hand back the answer
+    answer_only: bool = False
+    #: a unit of a plan with more targets after it: a failed panel does not end the
+    #: request with ``fusion_panel_failed``, the plan goes on
+    in_plan: bool = False
+    #: the body this composite answers (a stage or panel body when nested)
+    given_body: dict[str, Any] | None = None
+
+    @property
+    def body(self) -> dict[str, Any]:
+        if self.given_body is not None:
+            return self.given_body
+        return self.loop.request.body
+
+    @property
+    def stream(self) -> bool:
+        return False if self.answer_only else self.loop.request.stream
+
+    @property
+    def dropped_detail(self) -> str | None:
+        """Why a cancelled inner call was cancelled (inherited from the parents)."""
+        c: Composite | None = self
+        while c is not None:
+            if c.cancel_detail is not None:
+                return c.cancel_detail
+            c = c.parent
+        return None
 
     # --- planning -----------------------------------------------------------------
 
     def _facts(self) -> RequestFacts:
-        body = self.loop.request.body
+        body = self.body
         max_out = body.get("max_completion_tokens") or body.get("max_tokens")
         return RequestFacts(
             r_in=input_tokens(body.get("messages")),
@@ -123,12 +167,14 @@ class Composite:
             cache_key=cache_key(body),
         )
 
-    def _plan(self, declared: ComboTargetInfo) -> list[Target]:
+    def _plan(self, declared: ComboTargetInfo) -> list[PlannedUnit]:
         table = self.loop.ctx.table
         if declared.ref is not None:
             inner = table.combos.get(declared.ref.lower())
             if inner is None or not inner.active:
                 return []
+            if inner.strategy in (Strategy.FUSION, Strategy.PIPELINE):
+                return [CompositeUnit(combo=inner, via=self.combo.name)]
             combo = inner
         else:
             combo = ComboInfo(
@@ -144,14 +190,14 @@ class Composite:
         self.loop.plans.append(plan)
         return plan.targets
 
-    def units(self) -> list[tuple[str, list[Target]]]:
+    def units(self) -> list[tuple[str, list[PlannedUnit]]]:
         return [
             (_unit_model(targets, declared), targets)
             for declared in self.combo.targets
             for targets in [self._plan(declared)]
         ]
 
-    def _judge_unit(self) -> list[Target]:
+    def _judge_unit(self) -> list[PlannedUnit]:
         name = self.combo.config.get("judgeModel")
         if not isinstance(name, str) or not name:
             return []
@@ -240,7 +286,7 @@ class Composite:
 
     async def call_unit(
         self,
-        unit: list[Target],
+        unit: list[PlannedUnit],
         body: dict[str, Any],
         *,
         stream: bool,
@@ -253,6 +299,20 @@ class Composite:
         for target in unit:
             if self.loop.calls >= max_calls:
                 break
+            if isinstance(target, CompositeUnit):
+                done = await self._nested(target, body)
+                if done.answer is not None:
+                    out.answer = done.answer
+                    return out
+                if done.target is None:
+                    continue
+                out.failure, out.target = done.item, done.target
+                options = self.loop._options(self.slot, done.target)
+                if done.item is not None and not should_continue(
+                    done.item.reason or "", options.on
+                ):
+                    break
+                continue
             if self._skipped(target, body, repeat_ok=repeat_ok):
                 continue
             options = self.loop._options(self.slot, target)
@@ -287,7 +347,10 @@ class Composite:
     ) -> tuple[Answer | None, Item | None]:
         loop = self.loop
         loop.calls += 1
-        self.calls += 1
+        c: Composite | None = self
+        while c is not None:
+            c.calls += 1
+            c = c.parent
         loop.attempted.add(target.key)
         started_wall = time.time()
         try:
@@ -317,8 +380,26 @@ class Composite:
             return answer, None
         return self._settle(target, body, outcome, started_wall, need_text=need_text)
 
+    async def _nested(self, unit: CompositeUnit, body: dict[str, Any]) -> Done:
+        """Run a referenced fusion or pipeline combo as one black-box unit."""
+        inner = Composite(
+            loop=self.loop,
+            slot=self.slot,
+            index=self.index,
+            combo=unit.combo,
+            parent=self,
+            answer_only=True,
+            given_body=body,
+            billed_rows=self.billed_rows,
+        )
+        done = await run_nested(inner)
+        if done.answer is not None:
+            for plan in self.loop.plans:
+                plan.succeeded(unit)
+        return done
+
     def _cancelled(self, target: Target, started_wall: float) -> None:
-        detail = self.cancel_detail
+        detail = self.dropped_detail
         item = self._item(
             target,
             status="failed",
@@ -408,6 +489,8 @@ class Composite:
 
     def unbilled(self, answer: Answer) -> None:
         """Log an answer that reached no client (a pipeline that failed later)."""
+        for carried in answer.carried:
+            self.unbilled(carried)
         self.loop.rec.add_attempt(
             answer.target, answer.item, answer.started_wall, answer.result
         )
@@ -429,7 +512,10 @@ class Composite:
     def fail(self, model: str, target: Target | None, item: Item | None) -> Done:
         """The slot failed as a unit; a slot that made no call reports its skips."""
         if self.calls == 0 or target is None:
-            self.loop.items.extend(self.skips)
+            if self.parent is not None and self.answer_only:
+                self.parent.skips.extend(self.skips)
+            else:
+                self.loop.items.extend(self.skips)
             return Done()
         reason = item.reason if item is not None else "server_error"
         slot_item = self._slot_item(
@@ -442,8 +528,9 @@ class Composite:
             upstream_param=item.upstream_param if item is not None else None,
         )
         slot_item.model = model if item is None else item.model
-        self.loop.items.append(slot_item)
-        return Done(target=target)
+        if not self.answer_only:
+            self.loop.items.append(slot_item)
+        return Done(target=target, item=slot_item)
 
     def _served_target(self, target: Target) -> Target:
         return dataclasses.replace(target, via=self.combo.name)
@@ -454,18 +541,37 @@ class Composite:
         contributors: list[Answer],
         *,
         detail: str | None = None,
-    ) -> JSONReply | StreamReply:
-        """Return ``final``'s response; ``contributors`` are billed with it."""
-        for answer in contributors:
-            if answer is not final:
+    ) -> Done:
+        """Return ``final``'s response; ``contributors`` are billed with it.
+
+        Answer-only composites hand ``final`` back instead, carrying the other
+        contributors so that whoever answers the client bills them all.
+        """
+        flat = [c for answer in contributors for c in (*answer.carried, answer)]
+        flat_final = dataclasses.replace(final, carried=())
+        flat = [flat_final if a is final else a for a in flat]
+        if self.answer_only:
+            others = tuple(a for a in flat if a is not flat_final)
+            return Done(answer=dataclasses.replace(final, carried=others))
+        for answer in flat:
+            if answer is not flat_final:
                 self._bill(answer)
-        if final.stream is not None:
-            return stream_reply(self, final, contributors)
-        if self.loop.request.stream:
-            return single_stream_reply(self, final, contributors, detail)
-        return json_reply(self, final, contributors, detail)
+        if flat_final.stream is not None:
+            reply: JSONReply | StreamReply = stream_reply(self, flat_final, flat)
+        elif self.loop.request.stream:
+            reply = single_stream_reply(self, flat_final, flat, detail)
+        else:
+            reply = json_reply(self, flat_final, flat, detail)
+        return Done(reply=reply)
 
     def abandon(self) -> None:
         """The client left while the slot ran: the request ends as closed."""
         self.loop.rec.client_closed(499)
         self.loop.ctx.record(self.loop.rec)
+
+
+async def run_nested(c: Composite) -> Done:
+    # imported here: composite_run builds on this module
+    from gateway.composite_run import run_body
+
+    return await run_body(c)

@@ -9,7 +9,7 @@ from gateway.composite import Answer, Composite, Done
 from gateway.engine import agentic
 from gateway.engine import composite as pure
 from gateway.engine.failover import Item, should_continue
-from gateway.engine.types import Strategy, Target
+from gateway.engine.types import ComboInfo, PlannedUnit, Strategy, Target
 from gateway.responses import (
     error_reply,
     omniroute_headers,
@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 COMPOSITE_STRATEGIES = frozenset({Strategy.FUSION, Strategy.PIPELINE})
 
 
+def _first_target(unit: list[PlannedUnit]) -> Target | None:
+    return next((t for t in unit if isinstance(t, Target)), None)
+
+
 async def run_pipeline(c: Composite) -> Done:
-    request = c.loop.request
     units = c.units()
     enabled, max_rounds = agentic.settings_of(c.combo.config)
     if enabled and len(units) >= 2:  # noqa: PLR2004 - a planner and an executor
@@ -34,32 +37,31 @@ async def run_pipeline(c: Composite) -> Done:
     for index, (model, unit) in enumerate(units):
         final = index == count - 1
         body = pure.stage_body(
-            request.body,
+            c.body,
             index=index,
             count=count,
             prompt=pure.stage_prompt(c.combo.config, index),
             previous=previous,
         )
         out = await c.call_unit(
-            unit, body, stream=final and request.stream, need_text=not final
+            unit, body, stream=final and c.stream, need_text=not final
         )
         if out.answer is None:
             for answer in contributors:
                 c.unbilled(answer)
-            return c.fail(model, out.target or (unit[0] if unit else None), out.failure)
+            return c.fail(model, out.target or _first_target(unit), out.failure)
         contributors.append(out.answer)
         previous = out.answer.text
     if not contributors:
         return c.fail("", None, None)
-    return Done(reply=c.serve(contributors[-1], contributors))
+    return c.serve(contributors[-1], contributors)
 
 
 async def run_agentic(
-    c: Composite, units: list[tuple[str, list[Target]]], max_rounds: int
+    c: Composite, units: list[tuple[str, list[PlannedUnit]]], max_rounds: int
 ) -> Done:
     """Planner, then executor (and backups) as spec 03 §7 "Agentic orchestration"."""
-    request = c.loop.request
-    body = request.body
+    body = c.body
     planner_model, planner = units[0]
     if not body.get("tools"):
         return await _client_facing(c, planner_model, planner, body, [])
@@ -71,7 +73,9 @@ async def run_agentic(
         planner, agentic.decision_body(body), stream=False, need_text=True
     )
     if decision.answer is None:
-        return c.fail(planner_model, decision.target or planner[0], decision.failure)
+        return c.fail(
+            planner_model, decision.target or _first_target(planner), decision.failure
+        )
     action, instructions = agentic.parse_decision(decision.answer.text)
     if action == "final" or instructions is None:
         return await _client_facing(
@@ -87,11 +91,9 @@ async def run_agentic(
     last: Target | None = None
     last_model = units[1][0]
     for model, unit in units[1:]:
-        out = await c.call_unit(
-            unit, executor_body, stream=request.stream, need_text=False
-        )
+        out = await c.call_unit(unit, executor_body, stream=c.stream, need_text=False)
         if out.answer is not None:
-            return Done(reply=c.serve(out.answer, [decision.answer, out.answer]))
+            return c.serve(out.answer, [decision.answer, out.answer])
         failure, last, last_model = out.failure, out.target, model
     c.unbilled(decision.answer)
     return c.fail(last_model, last, failure)
@@ -100,27 +102,27 @@ async def run_agentic(
 async def _client_facing(
     c: Composite,
     model: str,
-    unit: list[Target],
+    unit: list[PlannedUnit],
     body: dict[str, Any],
     before: list[Answer],
     *,
     repeat_ok: bool = False,
 ) -> Done:
     out = await c.call_unit(
-        unit, body, stream=c.loop.request.stream, need_text=False, repeat_ok=repeat_ok
+        unit, body, stream=c.stream, need_text=False, repeat_ok=repeat_ok
     )
     if out.answer is None:
         for answer in before:
             c.unbilled(answer)
-        return c.fail(model, out.target or (unit[0] if unit else None), out.failure)
-    return Done(reply=c.serve(out.answer, [*before, out.answer]))
+        return c.fail(model, out.target or _first_target(unit), out.failure)
+    return c.serve(out.answer, [*before, out.answer])
 
 
 # --- fusion ---------------------------------------------------------------------------
 
 
 async def _sequential(
-    c: Composite, units: list[list[Target]], body: dict[str, Any], *, stream: bool
+    c: Composite, units: list[list[PlannedUnit]], body: dict[str, Any], *, stream: bool
 ) -> tuple[Answer | None, Item | None, Target | None]:
     """Try whole units one after another (02 rules between them)."""
     failure: Item | None = None
@@ -138,20 +140,17 @@ async def _sequential(
 
 
 async def run_fusion(c: Composite) -> Done:  # noqa: PLR0911
-    request = c.loop.request
     units = [(model, unit) for model, unit in c.units() if unit]
     if not units:
         return c.fail("", None, None)
-    if len(units) == 1 or pure.tools_bypass(request.body):
+    if len(units) == 1 or pure.tools_bypass(c.body):
         ordered = [unit for _, unit in units]
         if len(units) > 1:
             judge = c._judge_unit()
             ordered = [judge, *ordered] if judge else ordered
-        answer, failure, last = await _sequential(
-            c, ordered, request.body, stream=request.stream
-        )
+        answer, failure, last = await _sequential(c, ordered, c.body, stream=c.stream)
         if answer is not None:
-            return Done(reply=c.serve(answer, [answer]))
+            return c.serve(answer, [answer])
         return c.fail(units[0][0], last, failure)
     answers, failures = await _collect(c, units)
     if not answers:
@@ -159,34 +158,34 @@ async def run_fusion(c: Composite) -> Done:  # noqa: PLR0911
     ordered_answers = [answers[i] for i in sorted(answers)]
     if len(ordered_answers) == 1:
         only = ordered_answers[0]
-        return Done(reply=c.serve(only, [only], detail="fusion_single_answer"))
+        return c.serve(only, [only], detail="fusion_single_answer")
     texts = [a.text or "" for a in ordered_answers]
-    judge_body = pure.judge_body(request.body, texts)
-    candidates: list[list[Target]] = []
+    judge_body = pure.judge_body(c.body, texts)
+    candidates: list[list[PlannedUnit]] = []
     judge_unit = c._judge_unit()
     if judge_unit:
         candidates.append(judge_unit)
     candidates.extend(units[i][1] for i in sorted(answers))
     for unit in candidates:
         out = await c.call_unit(
-            unit, judge_body, stream=request.stream, need_text=False, repeat_ok=True
+            unit, judge_body, stream=c.stream, need_text=False, repeat_ok=True
         )
         if out.answer is not None:
-            return Done(reply=c.serve(out.answer, [*ordered_answers, out.answer]))
+            return c.serve(out.answer, [*ordered_answers, out.answer])
         if out.failure is not None and out.target is not None:
             options = c.loop._options(c.slot, out.target)
             if not should_continue(out.failure.reason or "", options.on):
                 break
     first = ordered_answers[0]
-    return Done(reply=c.serve(first, ordered_answers, detail="judge_failed"))
+    return c.serve(first, ordered_answers, detail="judge_failed")
 
 
 async def _collect(
-    c: Composite, units: list[tuple[str, list[Target]]]
+    c: Composite, units: list[tuple[str, list[PlannedUnit]]]
 ) -> tuple[dict[int, Answer], dict[int, tuple[Item | None, Target | None]]]:
     """Fan out, wait for quorum + grace or the hard timeout, cancel the rest."""
     tuning = pure.fusion_tuning(c.combo.config)
-    body = pure.panel_body(c.loop.request.body)
+    body = pure.panel_body(c.body)
     need = pure.quorum(tuning.min_panel, len(units))
     clock = asyncio.get_running_loop().time
     hard_at = clock() + tuning.panel_hard_timeout_ms / 1000
@@ -245,7 +244,7 @@ async def _collect(
 
 def _panel_failed(
     c: Composite,
-    units: list[tuple[str, list[Target]]],
+    units: list[tuple[str, list[PlannedUnit]]],
     failures: dict[int, tuple[Item | None, Target | None]],
 ) -> Done:
     loop = c.loop
@@ -267,9 +266,11 @@ def _panel_failed(
     )
     if last_item is not None:
         slot_item.model = last_item.model
+    if c.answer_only:
+        return Done(target=last_target, item=slot_item)
     loop.items.append(slot_item)
-    if len(loop.chain) > 1:
-        return Done(target=last_target)
+    if len(loop.chain) > 1 or c.in_plan:
+        return Done(target=last_target, item=slot_item)
     message = "All fusion panel models failed: " + ", ".join(
         f"{(item.model if item is not None else model)}={reason}"
         for (model, _), (item, _), reason in zip(units, ordered, reasons, strict=True)
@@ -290,14 +291,26 @@ def _panel_failed(
     return Done(reply=reply)
 
 
-async def run_composite(loop: AttemptLoop, slot: Slot, index: int) -> Done:
-    combo = slot.resolved.combo
+async def run_body(c: Composite) -> Done:
+    if c.combo.strategy is Strategy.FUSION:
+        return await run_fusion(c)
+    return await run_pipeline(c)
+
+
+async def run_composite(
+    loop: AttemptLoop,
+    slot: Slot,
+    index: int,
+    combo: ComboInfo | None = None,
+    *,
+    in_plan: bool = False,
+) -> Done:
+    """A composite slot, or (``combo`` given) a composite ref inside a combo's plan."""
+    combo = combo or slot.resolved.combo
     assert combo is not None
-    c = Composite(loop=loop, slot=slot, index=index, combo=combo)
+    c = Composite(loop=loop, slot=slot, index=index, combo=combo, in_plan=in_plan)
     try:
-        if combo.strategy is Strategy.FUSION:
-            return await run_fusion(c)
-        return await run_pipeline(c)
+        return await run_body(c)
     except asyncio.CancelledError:
         c.abandon()
         raise

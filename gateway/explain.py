@@ -39,7 +39,14 @@ from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
 from gateway.engine.resolve import RouteKind
 from gateway.engine.strategies import REGISTRY
-from gateway.engine.types import ComboInfo, KeyPolicy, RoutingTable, Target
+from gateway.engine.types import (
+    ComboInfo,
+    CompositeUnit,
+    KeyPolicy,
+    PlannedUnit,
+    RoutingTable,
+    Target,
+)
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
 from providers.health import board, health_view
 from providers.state_store import StateStore
@@ -282,7 +289,9 @@ def _reachable(table: RoutingTable, name: str, depth: int = 1) -> set[str]:
     return found
 
 
-def _groups(table: RoutingTable, combo: ComboInfo, targets: list[Target]) -> list[str]:
+def _groups(
+    table: RoutingTable, combo: ComboInfo, targets: list[PlannedUnit]
+) -> list[str]:
     """The strategy candidate each target came from (``combo_plan`` step 1)."""
     expand = (
         bool(
@@ -300,7 +309,9 @@ def _groups(table: RoutingTable, combo: ComboInfo, targets: list[Target]) -> lis
     refs = {t.ref: _reachable(table, t.ref) for t in combo.targets if t.ref}
     labels = []
     for target in targets:
-        if target.via == combo.name:
+        if isinstance(target, CompositeUnit) and target.via == combo.name:
+            labels.append(target.key)
+        elif isinstance(target, Target) and target.via == combo.name:
             conn = target.connection.name
             single = expand or (target.model_key.lower(), conn) in pinned
             labels.append(f"{target.model.key}@{conn if single else '*'}")
@@ -338,7 +349,7 @@ def _strategy_summary(table: RoutingTable, combo: ComboInfo, state: Any) -> str:
 
 
 def _combo_whys(
-    run: _Run, combo: ComboInfo, targets: list[Target], summary: str
+    run: _Run, combo: ComboInfo, targets: list[PlannedUnit], summary: str
 ) -> list[str]:
     labels = _groups(run.table, combo, targets)
     ranks = list(dict.fromkeys(labels))
@@ -351,6 +362,8 @@ def _combo_whys(
             why += f", connection {group.index(target) + 1} of {len(group)}"
         elif label.startswith("combo:"):
             why += f", via {label}"
+        if isinstance(target, CompositeUnit):
+            why += f", one {target.combo.strategy.value} unit (runs as a whole)"
         whys.append(why)
     return whys
 
@@ -367,18 +380,22 @@ def _facts(request: ChatRequest) -> RequestFacts:
 
 def _plan_slot(
     run: _Run, slot: Slot, warnings: list[str]
-) -> tuple[list[Target], list[str], list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[PlannedUnit], list[str], list[dict[str, Any]], dict[str, Any]]:
     """Targets, why each is where it is, pre-filter skips, strategy state read."""
     combo = slot.resolved.combo
     if combo is None:
-        targets = plan_targets(run.table, slot, warnings)
+        targets: list[PlannedUnit] = [*plan_targets(run.table, slot, warnings)]
         if slot.resolved.kind is RouteKind.AUTO:
             whys = [
                 f"configured order {i + 1} (auto: every servable candidate)"
                 for i in range(len(targets))
             ]
         else:
-            whys = [_why_direct(t, i + 1) for i, t in enumerate(targets)]
+            whys = [
+                _why_direct(t, i + 1)
+                for i, t in enumerate(targets)
+                if isinstance(t, Target)
+            ]
         return targets, whys, [], {}
     before = set(run.overlay.reads)
     plan = plan_combo(run.table, combo, _facts(run.request), run.now)
@@ -407,8 +424,10 @@ def _slot_report(
     limit = run.table.settings.max_attempts_per_request
     kept = []
     for target, why in zip(targets, whys, strict=True):
-        found = _dispatch_skip(run, target)
-        if found is not None:
+        found = None
+        if isinstance(target, Target):
+            found = _dispatch_skip(run, target)
+        if found is not None and isinstance(target, Target):
             reason, wait, detail = found
             skipped.append(
                 _skipped(target, reason, wait, "dispatch", run.now, detail or None)

@@ -261,3 +261,28 @@ class Target:
     @property
     def key(self) -> str:
         return f"{self.provider.slug}/{self.model.model_id}@{self.connection.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompositeUnit:
+    """A ref to a ``fusion`` or ``pipeline`` combo inside another combo's order.
+
+    Spec 03 §4.4: such a ref is ONE black-box unit; when dispatch reaches it the
+    referenced combo runs as a whole (its panel or stages, failover included) and
+    yields one answer.  ``via`` names the combo whose plan listed it.
+    """
+
+    combo: ComboInfo
+    via: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"combo:{self.combo.name}"
+
+    @property
+    def model_key(self) -> str:
+        return f"combo/{self.combo.name}"
+
+
+#: what a combo plan lists: a concrete target, or a composite ref run as one unit
+PlannedUnit = Target | CompositeUnit
