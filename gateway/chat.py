@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 
-from gateway import proxy
+from gateway import proxy, relay
 from gateway.accounting import (
     result_of,
 )
-from gateway.combo_plan import ComboPlan, RequestFacts, plan_combo
+from gateway.combo_plan import ComboPlan, plan_combo, request_facts
 from gateway.composite import is_composite
 from gateway.composite_run import run_composite
 from gateway.context import (
@@ -32,7 +32,7 @@ from gateway.context import (
     refusal,
 )
 from gateway.dispatch import dispatch
-from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
+from gateway.engine.facts import Need, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue, terminal
 from gateway.engine.plan import (
     ChainError,
@@ -43,6 +43,7 @@ from gateway.engine.plan import (
     effective_options,
     plan_targets,
 )
+from gateway.engine.relay import with_handoff
 from gateway.engine.types import CompositeUnit, KeyPolicy, PlannedUnit, Target
 from gateway.health_glue import (
     conn_key,
@@ -59,6 +60,7 @@ from gateway.responses import (
     omniroute_headers,
     stream_headers,
 )
+from gateway.sessions import request_session, session_key
 from gateway.streaming import StreamBody
 from providers.health import board
 from telemetry import metrics
@@ -102,7 +104,17 @@ async def handle_chat(
         return refusal(ctx, exc, run)
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
-    loop = AttemptLoop(ctx=ctx, key=key, request=request, chain=chain, rec=run)
+    session = request_session(ctx.headers, request, key)
+    if session is not None:
+        run.session_id, run.session_source = session.id, session.source
+    loop = AttemptLoop(
+        ctx=ctx,
+        key=key,
+        request=request,
+        chain=chain,
+        rec=run,
+        session_key=session_key(key, session),
+    )
     return await loop.run()
 
 
@@ -121,6 +133,10 @@ class AttemptLoop:
     needed: int | None = None
     plans: list[ComboPlan] = field(default_factory=list)
     needs: tuple[Need, ...] | None = None
+    #: ``S`` of spec 03 §3 (None: no session)
+    session_key: str | None = None
+    #: target key -> context-relay handoff summary to hand to it (03 §5.17)
+    injected: dict[str, str] = field(default_factory=dict)
 
     @property
     def route(self) -> str:
@@ -201,27 +217,24 @@ class AttemptLoop:
         combo = slot.resolved.combo
         if combo is None:
             return [*plan_targets(self.ctx.table, slot, warnings)]
-        body = self.request.body
-        max_out = body.get("max_completion_tokens") or body.get("max_tokens")
         plan = plan_combo(
-            self.ctx.table,
-            combo,
-            RequestFacts(
-                r_in=input_tokens(body.get("messages")),
-                max_out=max_out if isinstance(max_out, int) else None,
-                cache_key=cache_key(body),
-            ),
+            self.ctx.table, combo, request_facts(self.request.body, self.session_key)
         )
         for target, skip in plan.skips:
             self._skip(target, index, skip.reason, skip.retry_after_s)
         self.plans.append(plan)
+        self.injected.update(plan.inject)
         return plan.targets
 
     def served(self, target: Target) -> None:
         """State updates of a success: last-known-good, sticky strategy records."""
-        remember_good(self.ctx.table, target)
+        remember_good(self.ctx.table, target, self.session_key)
         for plan in self.plans:
             plan.succeeded(target)
+            if plan.relays:
+                relay.after_success(
+                    self.ctx.table, plan.relays, target, self.request.body
+                )
 
     def _options(self, slot: Slot, target: Target) -> Any:
         r = self.request.redundancy
@@ -319,9 +332,13 @@ class AttemptLoop:
         self.attempted.add(target.key)
         started_wall = time.time()
         try:
+            body = self.request.body
+            summary = self.injected.get(target.key)
+            if summary is not None:
+                body = with_handoff(body, summary)
             outcome = await dispatch(
                 target,
-                self.request.body,
+                body,
                 stream=self.request.stream,
                 options=options,
                 idle_timeout_ms=self.ctx.table.settings.stream_idle_timeout_ms,

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.engine.facts import cache_key, input_tokens
+from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
 from gateway.engine.strategies import REGISTRY, rendezvous_order
 from gateway.engine.strategies.base import Candidate, OrderInput, Quota, Stats
 from gateway.engine.types import (
@@ -58,12 +60,38 @@ class RequestFacts:
     session_key: str | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class RelayPlan:
+    """A context-relay combo in this plan with a session (spec 03 §5.17)."""
+
+    combo: ComboInfo
+    session_key: str
+    #: ``relay:<combo>:<S>``: the holder's candidate key
+    state_key: str
+    #: surviving candidate keys in declared order
+    declared: list[str]
+    #: target key -> the candidate key it belongs to
+    candidate_of: dict[str, str]
+
+    @property
+    def summary_key(self) -> str:
+        return f"relay-summary:{self.combo.id}:{self.session_key}"
+
+    @property
+    def lock_key(self) -> str:
+        return f"relay-lock:{self.combo.id}:{self.session_key}"
+
+
 @dataclass(slots=True)
 class ComboPlan:
     targets: list[PlannedUnit] = field(default_factory=list)
     skips: list[tuple[Target, Skip]] = field(default_factory=list)
     #: target key -> callbacks to run when that target serves
     on_success: dict[str, list[Callable[[], None]]] = field(default_factory=dict)
+    #: context-relay combos of the plan (handoffs start after a success)
+    relays: list[RelayPlan] = field(default_factory=list)
+    #: target key -> handoff summary to add as a system message (§5.17)
+    inject: dict[str, str] = field(default_factory=dict)
 
     def succeeded(self, target: PlannedUnit) -> None:
         for callback in self.on_success.get(target.key, ()):
@@ -86,14 +114,25 @@ def _state_key(strategy: str, combo: ComboInfo, facts: RequestFacts) -> str | No
     return None
 
 
-def _quota(connection: ConnectionInfo | None, conn_key: str, now: float) -> Quota:
+def connection_quota(
+    connection: ConnectionInfo | None, conn_key: str, now: float
+) -> Quota:
     if connection is None:
         return Quota()
     cooling = board.cooldown_remaining(conn_key, now) is not None
-    percent = connection.quota_remaining_percent
     window = connection.quota_reset_interval_seconds
-    remaining = None if percent is None else percent / 100
-    resets_at = None if not window else (now // window + 1) * window
+    remaining: float | None = None
+    resets_at: float | None = None
+    reading = board.store.get(quota_key(conn_key))
+    if isinstance(reading, dict) and now - reading.get("at", 0) <= MAX_AGE_SECONDS:
+        # source 1: the connection's last rate-limit headers (< 10 min old)
+        remaining = float(reading["remaining"])
+        resets_at = reading.get("resets_at")
+    else:
+        # source 2: the configured quota
+        percent = connection.quota_remaining_percent
+        remaining = None if percent is None else percent / 100
+        resets_at = None if not window else (now // window + 1) * window
     return Quota(
         remaining=remaining,
         resets_at=resets_at,
@@ -182,7 +221,7 @@ class _Planner:
                                 s.success_latency_ms_sum for s in snaps
                             ),
                         ),
-                        quota=_quota(connection, conn_key, self.now),
+                        quota=connection_quota(connection, conn_key, self.now),
                         half_open=connection is not None
                         and board.describe_circuit(conn_key, self.now).value
                         == "half_open",
@@ -298,7 +337,38 @@ class _Planner:
                         target, state_key, candidate.key, ordering.on_success
                     )
             result.extend(targets)
+        if name == "context-relay" and state_key is not None and self.facts.session_key:
+            self._relay(combo, state_key, survivors, result)
         return result
+
+    def _relay(
+        self,
+        combo: ComboInfo,
+        state_key: str,
+        survivors: list[tuple[Candidate, list[PlannedUnit]]],
+        result: list[PlannedUnit],
+    ) -> None:
+        assert self.facts.session_key is not None
+        relay = RelayPlan(
+            combo=combo,
+            session_key=self.facts.session_key,
+            state_key=state_key,
+            declared=[candidate.key for candidate, _ in survivors],
+            candidate_of={
+                unit.key: candidate.key
+                for candidate, units in survivors
+                for unit in units
+            },
+        )
+        self.plan.relays.append(relay)
+        summary = board.store.get(relay.summary_key)
+        if not isinstance(summary, dict) or not result:
+            return
+        primary = result[0]
+        if isinstance(primary, Target) and primary.model_key != summary.get("model"):
+            for unit in result:
+                if isinstance(unit, Target):
+                    self.plan.inject[unit.key] = str(summary.get("text", ""))
 
     @property
     def _rr_limit(self) -> int:
@@ -347,6 +417,17 @@ class _Planner:
             k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
         }
         return [*sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))]
+
+
+def request_facts(body: dict[str, Any], session_key: str | None = None) -> RequestFacts:
+    """The request-derived keys of spec 03 §3 that strategies read."""
+    max_out = body.get("max_completion_tokens") or body.get("max_tokens")
+    return RequestFacts(
+        r_in=input_tokens(body.get("messages")),
+        max_out=max_out if isinstance(max_out, int) else None,
+        cache_key=cache_key(body),
+        session_key=session_key,
+    )
 
 
 def plan_combo(

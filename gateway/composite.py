@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from gateway import proxy
 from gateway.accounting import result_of
-from gateway.combo_plan import RequestFacts, plan_combo
+from gateway.combo_plan import RequestFacts, plan_combo, request_facts
 from gateway.composite_reply import json_reply, single_stream_reply, stream_reply
 from gateway.context import StreamReply
 from gateway.dispatch import dispatch
 from gateway.engine import composite as pure
-from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
+from gateway.engine.facts import needed_tokens, needs
 from gateway.engine.failover import Item, should_continue
 from gateway.engine.types import (
     ComboInfo,
@@ -159,13 +159,7 @@ class Composite:
     # --- planning -----------------------------------------------------------------
 
     def _facts(self) -> RequestFacts:
-        body = self.body
-        max_out = body.get("max_completion_tokens") or body.get("max_tokens")
-        return RequestFacts(
-            r_in=input_tokens(body.get("messages")),
-            max_out=max_out if isinstance(max_out, int) else None,
-            cache_key=cache_key(body),
-        )
+        return request_facts(self.body, self.loop.session_key)
 
     def _plan(self, declared: ComboTargetInfo) -> list[PlannedUnit]:
         table = self.loop.ctx.table

@@ -34,8 +34,14 @@ from typing import Any
 
 import orjson
 
-from gateway.combo_plan import ALWAYS_EXPAND, MAX_DEPTH, RequestFacts, plan_combo
-from gateway.engine.facts import cache_key, input_tokens, needed_tokens, needs
+from gateway.combo_plan import (
+    ALWAYS_EXPAND,
+    MAX_DEPTH,
+    RequestFacts,
+    plan_combo,
+    request_facts,
+)
+from gateway.engine.facts import needed_tokens, needs
 from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
 from gateway.engine.resolve import RouteKind
 from gateway.engine.strategies import REGISTRY
@@ -48,6 +54,7 @@ from gateway.engine.types import (
     Target,
 )
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
+from gateway.sessions import request_session, session_key
 from providers.health import board, health_view
 from providers.state_store import StateStore
 
@@ -368,14 +375,10 @@ def _combo_whys(
     return whys
 
 
-def _facts(request: ChatRequest) -> RequestFacts:
-    body = request.body
-    max_out = body.get("max_completion_tokens") or body.get("max_tokens")
-    return RequestFacts(
-        r_in=input_tokens(body.get("messages")),
-        max_out=max_out if isinstance(max_out, int) else None,
-        cache_key=cache_key(body),
-    )
+def _facts(run: _Run) -> RequestFacts:
+    """As the attempt loop derives them; the session comes from the body only."""
+    session = request_session({}, run.request, run.key)
+    return request_facts(run.request.body, session_key(run.key, session))
 
 
 def _plan_slot(
@@ -398,7 +401,7 @@ def _plan_slot(
             ]
         return targets, whys, [], {}
     before = set(run.overlay.reads)
-    plan = plan_combo(run.table, combo, _facts(run.request), run.now)
+    plan = plan_combo(run.table, combo, _facts(run), run.now)
     reads = {k: v for k, v in run.overlay.reads.items() if k not in before}
     summary = _strategy_summary(run.table, combo, _state_of(combo, reads))
     skips = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.engine import ratelimits
 from gateway.engine.breaker import (
     AuthDisableConfig,
     BreakerConfig,
@@ -74,12 +75,26 @@ def record_health(
         )
     )
     stats.finished(target.key, now, success=success, latency_ms=item.latency_ms)
+    headers = getattr(outcome, "ratelimit", None)
+    if headers:
+        reading = ratelimits.parse(headers, now)
+        if reading is not None:
+            board.store.set(
+                ratelimits.quota_key(connection),
+                {
+                    "remaining": reading.remaining,
+                    "resets_at": reading.resets_at,
+                    "at": now,
+                },
+                ratelimits.MAX_AGE_SECONDS,
+            )
     circuit = board.describe_circuit(connection, now)
     metrics.bounded(metrics.CIRCUIT_STATE, connection).set(_CIRCUIT_VALUE[circuit])
     return trigger
 
 
 LKGP_TTL_SECONDS = 24 * 3600  # spec 03 §8.6
+LKGP_SESSION_TTL_SECONDS = 30 * 60
 
 
 def lkgp_key(table: RoutingTable, target: Target) -> str | None:
@@ -93,11 +108,18 @@ def lkgp_key(table: RoutingTable, target: Target) -> str | None:
     return f"lkgp:{combo.id}" if combo is not None else None
 
 
-def remember_good(table: RoutingTable, target: Target) -> None:
-    """Every served call through a combo or auto route records its target (§8.6)."""
+def remember_good(
+    table: RoutingTable, target: Target, session_key: str | None = None
+) -> None:
+    """Every served call through a combo or auto route records its target (§8.6):
+    ``lkgp:<combo>`` for 24 h and, with a session, ``lkgp:<combo>:<S>`` for 30 min."""
     key = lkgp_key(table, target)
     if key is not None:
         board.store.set(key, target.key, LKGP_TTL_SECONDS)
+        if session_key is not None:
+            board.store.set(
+                f"{key}:{session_key}", target.key, LKGP_SESSION_TTL_SECONDS
+            )
 
 
 def attempt_started(target: Target) -> None:

@@ -42,6 +42,8 @@ class RunRecord:
     started: float  # perf_counter
     stream: bool = False
     requested_model: str = ""
+    session_id: str | None = None
+    session_source: str | None = None
     route: str = "unresolved"
     strategy: str | None = None
     served: Target | None = None
@@ -218,6 +220,8 @@ class RunRecord:
             "stream": self.stream,
             "requested_model": self.requested_model[:256],
             "route": self.route[:200],
+            "session_id": self.session_id,
+            "session_source": self.session_source,
             "strategy": self.strategy,
             "served_model": served.model_key if served else None,
             "provider": served.provider.slug if served else None,

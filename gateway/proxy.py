@@ -97,6 +97,22 @@ class AttemptResult:
     #: time spent waiting for the upstream (full body, or first byte for streams)
     upstream_wait_s: float = 0.0
     cancelled: bool = False
+    #: the response's rate-limit headers (spec 03 §8.5), lower-case names
+    ratelimit: list[tuple[str, str]] | None = None
+
+
+def _ratelimit(headers: Any) -> list[tuple[str, str]] | None:
+    """The ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` pairs, if any."""
+    found = None
+    for name, value in getattr(headers, "raw", ()):
+        if name[:2].lower() not in (b"x-", b"an"):
+            continue
+        text = name.decode("latin-1").lower()
+        if text.startswith(("x-ratelimit-", "anthropic-ratelimit-")):
+            if found is None:
+                found = []
+            found.append((text, value.decode("latin-1")))
+    return found
 
 
 def _transport_failure(exc: BaseException) -> TransportFailure:
@@ -124,6 +140,7 @@ def _fail_status(
     headers: Any,
 ) -> AttemptResult:
     result.http_status = status
+    result.ratelimit = _ratelimit(headers)
     result.error = _error_of(dialect, body)
     result.failure = classify_status(status, result.error)
     retry_ms = headers.get("retry-after-ms")
@@ -177,6 +194,7 @@ def _finish_json(
         _fail_status(result, dialect, status, body, response.headers)
         return
     result.http_status = status
+    result.ratelimit = _ratelimit(response.headers)
     try:
         completion = dialect.parse_completion(orjson.loads(body), created=created)
     except (orjson.JSONDecodeError, BadUpstreamResponse) as exc:
@@ -226,6 +244,7 @@ async def _events(
     ) as response:
         result.ttfb_s = time.perf_counter() - result.started
         result.http_status = response.status_code
+        result.ratelimit = _ratelimit(response.headers)
         if not _is_success(response.status_code):
             body = await response.aread()
             raise UpstreamStatusError(response.status_code, body, response.headers)

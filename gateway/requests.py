@@ -7,7 +7,7 @@ Model resolution (rows 12..14) needs the routing table and happens in the servic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -88,6 +88,8 @@ class ChatRequest:
     explicit_chain: bool
     redundancy: Redundancy
     include_usage: bool
+    #: ``session_id`` / ``litellm_session_id`` as sent (never forwarded, 05 §1.1)
+    session_fields: dict[str, Any] = field(default_factory=dict)
 
 
 def _invalid(code: str, param: str | None, message: str) -> RequestError:
@@ -320,4 +322,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             on=on,
         ),
         include_usage=include_usage,
+        session_fields={
+            k: body[k] for k in ("session_id", "litellm_session_id") if k in body
+        },
     )

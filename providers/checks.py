@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
+from gateway.engine.session import CREDENTIAL_HEADERS
+
 
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
@@ -31,6 +33,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if settings.DATABASES["default"].get("CONN_MAX_AGE", 0) != 0:
         problems.append(
             Error("CONN_MAX_AGE must be 0 under ASGI.", id="omniroute.E001")
+        )
+    credential = sorted(
+        set(settings.OMNIROUTE_SESSION_EXTRA_HEADERS) & CREDENTIAL_HEADERS
+    )
+    if credential:
+        problems.append(
+            Error(
+                "OMNIROUTE_SESSION_EXTRA_HEADERS names credential headers "
+                f"({', '.join(credential)}): session ids are written to the log.",
+                id="omniroute.E010",
+            )
         )
     if production:
         missing = [
