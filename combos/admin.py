@@ -2,7 +2,8 @@
 
 Every form runs the shared validator in ``clean()`` (errors land on the field they
 name) and every save goes through ``combos.services``, which validates again, writes
-and bumps the config revision in one transaction.
+and bumps the config revision in one transaction.  The forms and the combo editor's
+per-strategy option fields live in ``combos.admin_forms``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from combos import services
+from combos.admin_forms import (
+    CONFIG_FIELD_NAMES,
+    ComboForm,
+    add_problems,
+    format_targets,
+    json_field,
+    parse_json,
+    parse_target_line,
+)
 from combos.models import (
     AdminToken,
     ApiKey,
@@ -26,123 +36,13 @@ from combos.models import (
 )
 from providers.validation import Problem
 
-TARGETS_HELP = (
-    "One target per line, in order. A model target: provider/model[@connection] "
-    "[weight=N] [timeout_ms=N]. A combo-ref: combo:NAME [weight=N]."
-)
-
-
-def add_problems(
-    form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
-) -> None:
-    """Attach each problem to the form field its path starts with."""
-    for problem in problems:
-        head = problem.path.split(".")[0].split("[")[0]
-        field = (aliases or {}).get(head, head)
-        if field in form.fields:
-            form.add_error(
-                field, str(problem) if problem.path != field else problem.message
-            )
-        else:
-            form.add_error(None, str(problem))
-
-
-def _json_field(label: str, help_text: str) -> forms.CharField:
-    return forms.CharField(
-        label=label,
-        required=False,
-        help_text=help_text,
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
-    )
-
-
-def _parse_json(form: forms.BaseForm, name: str) -> Any:
-    text = (form.cleaned_data.get(name) or "").strip()
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        form.add_error(name, f"not valid JSON: {exc}")
-        return None
-
-
-def parse_target_line(line: str) -> dict[str, Any]:
-    head, *options = line.split()
-    target: dict[str, Any] = {}
-    if head.lower().startswith("combo:"):
-        target["combo"] = head[len("combo:") :]
-    else:
-        model, _, connection = head.partition("@")
-        target["model"] = model
-        if connection:
-            target["connection"] = connection
-    for option in options:
-        name, _, value = option.partition("=")
-        try:
-            target[name] = json.loads(value)
-        except json.JSONDecodeError:
-            target[name] = value
-    return target
-
-
-def format_targets(data: list[dict[str, Any]]) -> str:
-    lines = []
-    for target in data:
-        if "combo" in target:
-            head = f"combo:{target['combo']}"
-        else:
-            head = target["model"] + (
-                f"@{target['connection']}" if target.get("connection") else ""
-            )
-        extras = [f"{k}={target[k]}" for k in ("weight", "timeout_ms") if k in target]
-        lines.append(" ".join([head, *extras]))
-    return "\n".join(lines)
-
-
-class ComboForm(forms.ModelForm):
-    targets_text = forms.CharField(
-        label="Targets",
-        required=False,
-        help_text=TARGETS_HELP,
-        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
-    )
-    config_text = _json_field(
-        "Config", "Strategy options as a JSON object, camelCase keys (spec 03 §2.2)."
-    )
-
-    class Meta:
-        model = Combo
-        fields = ("name", "strategy", "active")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.instance.pk:
-            data = services.combo_as_data(self.instance)
-            self.fields["targets_text"].initial = format_targets(data["targets"])
-            self.fields["config_text"].initial = json.dumps(data["config"], indent=2)
-        self.config_data: dict[str, Any] = {}
-        self.warnings: list[Problem] = []
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = cast(dict[str, Any], super().clean())
-        lines = (cleaned.get("targets_text") or "").splitlines()
-        data = {
-            "name": cleaned.get("name"),
-            "strategy": cleaned.get("strategy"),
-            "active": bool(cleaned.get("active")),
-            "targets": [parse_target_line(line) for line in lines if line.strip()],
-            "config": _parse_json(self, "config_text") or {},
-        }
-        previous = self.instance.name if self.instance.pk else None
-        _clean, check = services.check_combo(
-            data, services.build_index(), previous_name=previous
-        )
-        add_problems(
-            self, check.problems, {"targets": "targets_text", "config": "config_text"}
-        )
-        self.config_data, self.warnings = data, check.warnings
-        return cleaned
+__all__ = [
+    "CONFIG_FIELD_NAMES",
+    "ComboForm",
+    "add_problems",
+    "format_targets",
+    "parse_target_line",
+]
 
 
 class ConfigAdmin(admin.ModelAdmin):
@@ -181,7 +81,18 @@ class ComboAdmin(ConfigAdmin):
     list_display = ("name", "strategy", "active", "target_count", "updated_at")
     list_filter = ("strategy", "active")
     search_fields = ("name", "targets__model")
-    fields = ("name", "strategy", "active", "targets_text", "config_text")
+    fieldsets = (
+        (None, {"fields": ("name", "strategy", "active", "targets_text")}),
+        (
+            "Strategy options",
+            {
+                "fields": CONFIG_FIELD_NAMES,
+                "description": "Empty = the default. Only the options the chosen "
+                "strategy reads are saved.",
+            },
+        ),
+        ("Other config (advanced)", {"fields": ("config_text",)}),
+    )
 
     class Media:
         js = ("combos/combo_editor.js",)
@@ -192,6 +103,17 @@ class ComboAdmin(ConfigAdmin):
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_combo(form.config_data, instance)
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        if form.ignored_keys:
+            messages.info(
+                request,
+                f"Not saved, strategy {obj.strategy} does not read them: "
+                + ", ".join(form.ignored_keys),
+            )
 
     def warning_text(self, warning: Problem) -> str:
         detail = warning.message.partition(": ")[2]  # "name (provider/model)"
@@ -255,7 +177,7 @@ class ApiKeyForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One glob per line (e.g. openai/*, my-combo, auto*). Empty = all.",
     )
-    failover_text = _json_field(
+    failover_text = json_field(
         "Failover defaults",
         'JSON, e.g. {"models": ["openai/gpt-5-nano", "anthropic/claude-sonnet-4"], '
         '"timeout_ms": 30000, "first_token_timeout_ms": 5000, "on": ["server_error"]}',
@@ -302,7 +224,7 @@ class ApiKeyForm(forms.ModelForm):
             "tpm": cleaned.get("tpm"),
             "budget_usd": float(budget) if budget is not None else None,
             "budget_period": cleaned.get("budget_period"),
-            "failover_defaults": _parse_json(self, "failover_text"),
+            "failover_defaults": parse_json(self, "failover_text"),
         }
         _, check = services.check_api_key(self.config_data, services.build_index())
         add_problems(
@@ -428,7 +350,7 @@ class SmartRouteAdmin(ConfigAdmin):
 
 
 class SettingsForm(forms.ModelForm):
-    data_text = _json_field(
+    data_text = json_field(
         "Settings",
         "The YAML settings: block as JSON; only the "
         "keys you set are stored, the rest keep their defaults.",
@@ -446,7 +368,7 @@ class SettingsForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = cast(dict[str, Any], super().clean())
-        self.config_data = _parse_json(self, "data_text") or {}
+        self.config_data = parse_json(self, "data_text") or {}
         check = services.Checker("settings")
         services.validate_settings(self.config_data, check)
         for problem in check.problems:

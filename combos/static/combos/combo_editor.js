@@ -1,22 +1,16 @@
 /* Combo editor: an ordered table of targets (add, remove, move up/down) over the
- * "Targets" textarea, and the config keys that the chosen strategy reads.
- * Progressive enhancement: the textarea stays the value the server validates, so the
- * form works without JavaScript and every error still lands on its field. */
+ * "Targets" textarea, and the "Strategy options" fields of the chosen strategy.
+ * Progressive enhancement: the textarea and every option field stay what the server
+ * validates, so the form works without JavaScript (all option fields then show) and
+ * every error still lands on its field. An option field's widget names the strategies
+ * that read it in data-strategies (from the validator's CONFIG_USERS); the server only
+ * saves the options the chosen strategy reads, so hiding the others loses nothing. */
 (function () {
   "use strict";
-  var CONFIG_KEYS = {
-    "*": ["connectionAwareExpansion", "sessionAffinity (pin-capable)"],
-    "round-robin": ["stickyRoundRobinLimit 1..1000 (default 3)"],
-    "weighted": ["stickyWeightedLimit 1..1000"],
-    "fill-first": ["fillFirstReservePercent 0..50"],
-    "reset-aware": ["tieBand 0..0.5"],
-    "reset-window": ["resetWindowTieBandMs 0..3600000"],
-    "context-relay": ["handoffThreshold 0<x<0.95", "maxMessagesForSummary 5..100"],
-    "fusion": ["judgeModel", "fusionTuning.{minPanel, stragglerGraceMs, panelHardTimeoutMs}"],
-    "pipeline": ["stagePrompts [..]", "agenticOrchestration.{enabled, maxToolRounds}"],
+  // Keys without a field of their own, typed into "Other config" (spec 04 §2.2).
+  var OTHER_KEYS = {
     "auto": ["auto.{weights | modePack, candidatePool, explorationRate, budgetCap, ...}",
-             "routerStrategy"],
-    "adaptive": ["objective latency|cost|balanced", "sessionAffinity"]
+             "routerStrategy"]
   };
 
   function parseLine(line) {
@@ -97,13 +91,37 @@
     textarea.style.display = "none";
   }
 
+  function strategyOptions(select) {
+    var widgets = Array.prototype.slice.call(document.querySelectorAll("[data-strategies]"));
+    if (!widgets.length) { return; }
+    var fieldset = widgets[0].closest("fieldset");
+    var none = document.createElement("p");
+    none.className = "help combo-no-options";
+    none.textContent = "This strategy reads none of these options.";
+    if (fieldset) { fieldset.appendChild(none); }
+    function update() {
+      var shown = 0;
+      widgets.forEach(function (el) {
+        var row = el.closest(".form-row") || el.parentNode;
+        var used = el.getAttribute("data-strategies").split(" ").indexOf(select.value) >= 0;
+        // A row with an error stays visible: the save cannot pass while it is hidden.
+        row.style.display = used || row.classList.contains("errors") ? "" : "none";
+        if (used) { shown += 1; }
+      });
+      none.style.display = shown ? "none" : "";
+    }
+    select.addEventListener("change", update);
+    update();
+  }
+
   function configHints(select, configField) {
     var hint = document.createElement("div");
     hint.className = "help combo-config-keys";
     configField.parentNode.appendChild(hint);
     function update() {
-      var keys = (CONFIG_KEYS[select.value] || []).concat(CONFIG_KEYS["*"]);
-      hint.textContent = "Keys for " + select.value + ": " + keys.join("; ");
+      var keys = OTHER_KEYS[select.value];
+      hint.textContent = keys ? "Keys for " + select.value + ": " + keys.join("; ")
+        : "No extra keys for " + select.value + ": its options are the fields above.";
     }
     select.addEventListener("change", update);
     update();
@@ -114,6 +132,7 @@
     var select = document.getElementById("id_strategy");
     var config = document.getElementById("id_config_text");
     if (textarea) { editor(textarea); }
+    if (select) { strategyOptions(select); }
     if (select && config) { configHints(select, config); }
   });
 })();

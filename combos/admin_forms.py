@@ -1,0 +1,370 @@
+"""Admin forms: the shared helpers and the combo editor form.
+
+Every form runs the shared validator in ``clean()`` and errors land on the field they
+name.
+
+The combo editor shows each ``config`` key of spec 03 §2.2 and 05 §3.7 as its own
+``cfg_…`` field ("Strategy options"); the widget of each carries the key it edits
+(``data-config-key``, dotted for ``fusionTuning.*`` and ``agenticOrchestration.*``)
+and the strategies that read it (``data-strategies``, from ``CONFIG_USERS`` of the
+validator), which ``combo_editor.js`` uses to show only the chosen strategy's fields.
+Without JavaScript every field shows. The JSON textarea ("Other config") holds the
+keys without a field (``auto``, ``routerStrategy``) and anything it cannot represent.
+
+- Load: a stored key moves into its field and out of the JSON shown, unless it is
+  null or (``stagePrompts``) would not survive the one-prompt-per-line round trip.
+- Save: start from the JSON object; every non-empty field whose key the chosen
+  strategy reads (``CONFIG_USERS``, so ``connectionAwareExpansion`` only for
+  ordering strategies and ``sessionAffinity`` only for pin-capable ones) sets that
+  key, overriding the JSON and creating the nested object when needed. An empty
+  field leaves the key to the JSON, absent meaning its default. A field value for a
+  key the strategy does not read is never saved (the save reports it), so values in
+  fields hidden after switching strategies are dropped rather than stored unused.
+- Errors: a validator path of a key that came from a field (``config.tieBand``,
+  ``config.fusionTuning.minPanel``) lands on that field, any other ``config`` path on
+  the JSON textarea.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar, cast
+
+from django import forms
+
+from combos import services
+from combos.combo_validation import CONFIG_USERS, ORDERING, PIN_CAPABLE
+from combos.models import Combo
+from providers.validation import Problem
+
+TARGETS_HELP = (
+    "One target per line, in order. A model target: provider/model[@connection] "
+    "[weight=N] [timeout_ms=N]. A combo-ref: combo:NAME [weight=N]."
+)
+
+
+def _field_for(path: str, aliases: dict[str, str]) -> str:
+    """The field of the longest alias that ``path`` starts with, else its head.
+
+    An alias matches whole segments: ``config.fusionTuning`` matches
+    ``config.fusionTuning.minPanel`` but not ``config.fusionTuningX``.
+    """
+    best = ""
+    for alias in aliases:
+        if len(alias) > len(best) and (
+            path == alias or path.startswith((f"{alias}.", f"{alias}["))
+        ):
+            best = alias
+    return aliases[best] if best else path.split(".")[0].split("[")[0]
+
+
+def add_problems(
+    form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
+) -> None:
+    """Attach each problem to the form field its path (or a dotted alias) names."""
+    for problem in problems:
+        field = _field_for(problem.path, aliases or {})
+        if field in form.fields:
+            form.add_error(
+                field, str(problem) if problem.path != field else problem.message
+            )
+        else:
+            form.add_error(None, str(problem))
+
+
+def json_field(label: str, help_text: str) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+    )
+
+
+def parse_json(form: forms.BaseForm, name: str) -> Any:
+    text = (form.cleaned_data.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        form.add_error(name, f"not valid JSON: {exc}")
+        return None
+
+
+def parse_target_line(line: str) -> dict[str, Any]:
+    head, *options = line.split()
+    target: dict[str, Any] = {}
+    if head.lower().startswith("combo:"):
+        target["combo"] = head[len("combo:") :]
+    else:
+        model, _, connection = head.partition("@")
+        target["model"] = model
+        if connection:
+            target["connection"] = connection
+    for option in options:
+        name, _, value = option.partition("=")
+        try:
+            target[name] = json.loads(value)
+        except json.JSONDecodeError:
+            target[name] = value
+    return target
+
+
+def format_targets(data: list[dict[str, Any]]) -> str:
+    lines = []
+    for target in data:
+        if "combo" in target:
+            head = f"combo:{target['combo']}"
+        else:
+            head = target["model"] + (
+                f"@{target['connection']}" if target.get("connection") else ""
+            )
+        extras = [f"{k}={target[k]}" for k in ("weight", "timeout_ms") if k in target]
+        lines.append(" ".join([head, *extras]))
+    return "\n".join(lines)
+
+
+FieldT = TypeVar("FieldT", bound=forms.Field)
+CONFIG_KEY_ATTR = "data-config-key"
+MISSING = object()
+
+
+def _readers(users: frozenset[str]) -> str:
+    if users == ORDERING:
+        return "every ordering strategy"
+    if users == PIN_CAPABLE:
+        return "pin-capable strategies (" + ", ".join(sorted(users)) + ")"
+    return ", ".join(sorted(users))
+
+
+def _config_field(field: FieldT, path: str, text: str) -> FieldT:
+    """Mark ``field`` as the editor of ``config`` key ``path`` (see the docstring)."""
+    users = CONFIG_USERS[path.partition(".")[0]]
+    field.required = False
+    field.label = path
+    field.help_text = f"{text} Read by {_readers(users)}."
+    field.widget.attrs.update(
+        {CONFIG_KEY_ATTR: path, "data-strategies": " ".join(sorted(users))}
+    )
+    return field
+
+
+def _int(path: str, low: int, high: int, default: str) -> forms.IntegerField:
+    text = f"Integer {low}..{high}; empty = {default}."
+    return _config_field(forms.IntegerField(), path, text)
+
+
+def _number(path: str, bounds: str, default: str) -> forms.FloatField:
+    text = f"Number {bounds}; empty = {default}."
+    return _config_field(forms.FloatField(), path, text)
+
+
+def _is_true(value: str) -> bool:
+    return value == "true"
+
+
+def _flag(path: str, default: str) -> forms.TypedChoiceField:
+    """Three states: empty (the key stays absent, the default applies), true, false."""
+    choices = [("", f"default ({default})"), ("true", "true"), ("false", "false")]
+    field = forms.TypedChoiceField(choices=choices, coerce=_is_true, empty_value=None)
+    return _config_field(field, path, f"true or false; empty = {default}.")
+
+
+def prompts_from_text(text: str) -> list[str | None] | None:
+    """One stage prompt per line; a blank line is a stage without a prompt."""
+    prompts: list[str | None] = [
+        line if line.strip() else None for line in text.splitlines()
+    ]
+    while prompts and prompts[-1] is None:
+        prompts.pop()
+    return prompts or None
+
+
+def _prompts_to_text(prompts: list[str | None]) -> str | None:
+    """The textarea text for ``prompts``, or None when lines cannot express them."""
+    text = "\n".join(p or "" for p in prompts)
+    return text if prompts_from_text(text) == prompts else None
+
+
+def _initial(value: Any) -> Any:
+    """A stored ``config`` value as its field's initial value (None: keep in JSON)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return _prompts_to_text(value)
+    return value
+
+
+def _lookup(config: dict[str, Any], path: str) -> Any:
+    head, _, leaf = path.partition(".")
+    value = config.get(head, MISSING)
+    if not leaf:
+        return value
+    return value.get(leaf, MISSING) if isinstance(value, dict) else MISSING
+
+
+def _remove(config: dict[str, Any], path: str) -> None:
+    head, _, leaf = path.partition(".")
+    if not leaf:
+        del config[head]
+        return
+    del config[head][leaf]
+    if not config[head]:
+        del config[head]
+
+
+def _assign(config: dict[str, Any], path: str, value: Any) -> None:
+    head, _, leaf = path.partition(".")
+    if not leaf:
+        config[head] = value
+        return
+    nested = config.setdefault(head, {})
+    if isinstance(nested, dict):  # otherwise the validator reports config.<head>
+        nested[leaf] = value
+
+
+class ComboForm(forms.ModelForm):
+    targets_text = forms.CharField(
+        label="Targets",
+        required=False,
+        help_text=TARGETS_HELP,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+    )
+    cfg_connectionAwareExpansion = _flag(
+        "connectionAwareExpansion", "settings.connection_aware_expansion (false)"
+    )
+    cfg_sessionAffinity = _flag("sessionAffinity", "true")
+    cfg_stickyRoundRobinLimit = _int(
+        "stickyRoundRobinLimit", 1, 1000, "settings.sticky_round_robin_limit (3)"
+    )
+    cfg_stickyWeightedLimit = _int("stickyWeightedLimit", 1, 1000, "1 (off)")
+    cfg_fillFirstReservePercent = _number("fillFirstReservePercent", "0..50", "0")
+    cfg_tieBand = _number("tieBand", "0..0.5", "0.05")
+    cfg_resetWindowTieBandMs = _int("resetWindowTieBandMs", 0, 3_600_000, "60000")
+    cfg_handoffThreshold = _number("handoffThreshold", "0 < x < 0.95", "0.85")
+    cfg_maxMessagesForSummary = _int("maxMessagesForSummary", 5, 100, "30")
+    cfg_judgeModel = _config_field(
+        forms.CharField(),
+        "judgeModel",
+        "A provider/model or a combo name; empty = the first panel member.",
+    )
+    cfg_fusion_minPanel = _int("fusionTuning.minPanel", 1, 16, "2")
+    cfg_fusion_stragglerGraceMs = _int(
+        "fusionTuning.stragglerGraceMs", 0, 120_000, "8000"
+    )
+    cfg_fusion_panelHardTimeoutMs = _int(
+        "fusionTuning.panelHardTimeoutMs", 1000, 300_000, "90000"
+    )
+    cfg_stagePrompts = _config_field(
+        forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 4})),
+        "stagePrompts",
+        "One system prompt per stage, one per line, in target order (a blank line: "
+        "no prompt for that stage); at most one per target. Empty = none. A prompt "
+        "spanning lines goes in Other config.",
+    )
+    cfg_agentic_enabled = _flag("agenticOrchestration.enabled", "false")
+    cfg_agentic_maxToolRounds = _int("agenticOrchestration.maxToolRounds", 1, 32, "8")
+    cfg_objective = _config_field(
+        forms.ChoiceField(
+            choices=[
+                ("", "default (settings.adaptive.objective, balanced)"),
+                ("latency", "latency"),
+                ("cost", "cost"),
+                ("balanced", "balanced"),
+            ]
+        ),
+        "objective",
+        "Overrides the gateway objective for this combo.",
+    )
+    config_text = json_field(
+        "Other config",
+        "A JSON object with the keys that have no field above, camelCase (spec 03 "
+        "§2.2, 04 for auto: auto, routerStrategy). A field above that is set "
+        "overrides the same key here.",
+    )
+
+    class Meta:
+        model = Combo
+        fields = ("name", "strategy", "active")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.config_fields = {
+            name: str(field.widget.attrs[CONFIG_KEY_ATTR])
+            for name, field in self.fields.items()
+            if CONFIG_KEY_ATTR in field.widget.attrs
+        }
+        if self.instance.pk:
+            data = services.combo_as_data(self.instance)
+            self.fields["targets_text"].initial = format_targets(data["targets"])
+            config = self._fill_config_fields(data["config"])
+            self.fields["config_text"].initial = (
+                json.dumps(config, indent=2) if config else ""
+            )
+        self.config_data: dict[str, Any] = {}
+        self.warnings: list[Problem] = []
+        self.ignored_keys: list[str] = []
+
+    def _fill_config_fields(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Move each key with a field into it; return what is left for the JSON."""
+        for name, path in self.config_fields.items():
+            value = _lookup(config, path)
+            if value is MISSING or value is None:
+                continue
+            initial = _initial(value)
+            if initial is not None:
+                self.fields[name].initial = initial
+                _remove(config, path)
+        return config
+
+    def clean_cfg_stagePrompts(self) -> list[str | None] | None:
+        return prompts_from_text(self.cleaned_data.get("cfg_stagePrompts") or "")
+
+    def _merge_config(self, strategy: str | None) -> tuple[Any, dict[str, str]]:
+        """The JSON object with the field values merged in (see the docstring), and
+        the problem-path aliases of the keys the fields supplied."""
+        config = parse_json(self, "config_text")
+        config = {} if config is None else config
+        aliases: dict[str, str] = {}
+        self.ignored_keys = []
+        if not isinstance(config, dict):
+            return config, aliases  # the validator reports "config: must be a mapping"
+        for name, path in self.config_fields.items():
+            value = self.cleaned_data.get(name)
+            if value is None or value == "":
+                continue
+            if strategy not in CONFIG_USERS[path.partition(".")[0]]:
+                self.ignored_keys.append(path)
+                continue
+            _assign(config, path, value)
+            aliases[f"config.{path}"] = name
+        return config, aliases
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = cast(dict[str, Any], super().clean())
+        lines = (cleaned.get("targets_text") or "").splitlines()
+        config, aliases = self._merge_config(cleaned.get("strategy"))
+        data = {
+            "name": cleaned.get("name"),
+            "strategy": cleaned.get("strategy"),
+            "active": bool(cleaned.get("active")),
+            "targets": [parse_target_line(line) for line in lines if line.strip()],
+            "config": config,
+        }
+        previous = self.instance.name if self.instance.pk else None
+        _clean, check = services.check_combo(
+            data, services.build_index(), previous_name=previous
+        )
+        aliases.update(targets="targets_text", config="config_text")
+        add_problems(self, check.problems, aliases)
+        self.config_data, self.warnings = data, check.warnings
+        return cleaned
+
+
+#: The "Strategy options" fieldset, in declaration order.
+CONFIG_FIELD_NAMES = tuple(
+    name
+    for name, field in ComboForm.base_fields.items()
+    if CONFIG_KEY_ATTR in field.widget.attrs
+)
