@@ -11,6 +11,7 @@ also when the client went away.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,10 +20,12 @@ from typing import Any
 
 import orjson
 
+from gateway import auto as auto_glue
 from gateway import proxy, relay
 from gateway.accounting import (
     result_of,
 )
+from gateway.auto import Controls, auto_route, plan_auto, read_controls
 from gateway.combo_plan import ComboPlan, plan_combo, request_facts
 from gateway.composite import is_composite
 from gateway.composite_run import run_composite
@@ -31,6 +34,7 @@ from gateway.context import (
     StreamReply,
     refusal,
 )
+from gateway.context import refusal as refusal_reply
 from gateway.dispatch import dispatch
 from gateway.engine.facts import Need, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue, terminal
@@ -60,6 +64,10 @@ from gateway.responses import (
     omniroute_headers,
     stream_headers,
 )
+from gateway.routing import healing
+from gateway.routing.effort import apply_effort
+from gateway.routing.pipeline import Decision
+from gateway.routing.pool import Refusal
 from gateway.sessions import request_session, session_key
 from gateway.streaming import StreamBody
 from providers.health import board
@@ -137,6 +145,11 @@ class AttemptLoop:
     session_key: str | None = None
     #: target key -> context-relay handoff summary to hand to it (03 §5.17)
     injected: dict[str, str] = field(default_factory=dict)
+    #: auto slots: slot index -> the engine's decision (spec 04)
+    auto: dict[int, Decision] = field(default_factory=dict)
+    #: candidate keys whose next attempt is a self-healing probe
+    probes: set[str] = field(default_factory=set)
+    controls: Controls | None = None
 
     @property
     def route(self) -> str:
@@ -164,7 +177,10 @@ class AttemptLoop:
         self, slot: Slot, index: int, warnings: list[str], max_calls: int
     ) -> JSONReply | StreamReply | None:
         """Try the slot's targets in order; a reply ends the request."""
-        for target in self._slot_targets(slot, index, warnings):
+        planned = await self._plan_slot(slot, index, warnings)
+        if isinstance(planned, JSONReply):
+            return planned
+        for target in planned:
             if self.calls >= max_calls:
                 return self._all_failed()
             if isinstance(target, CompositeUnit):
@@ -210,6 +226,53 @@ class AttemptLoop:
             return self._all_failed()
         return None
 
+    async def _plan_slot(
+        self, slot: Slot, index: int, warnings: list[str]
+    ) -> list[PlannedUnit] | JSONReply:
+        route = auto_route(slot)
+        if route is None:
+            return self._slot_targets(slot, index, warnings)
+        if self.controls is None:
+            self.controls = read_controls(self.ctx.headers)
+        decision = await plan_auto(
+            self.ctx.table,
+            self.key,
+            route,
+            self.request.body,
+            self.controls,
+            self.session_key,
+        )
+        self.auto[index] = decision
+        self.rec.auto_decision = decision.record()
+        self.probes |= decision.probes
+        refusal = decision.refusal
+        if refusal is None:
+            return [*decision.order]
+        filtered = decision.filtered
+        if refusal.code == "no_healthy_candidate" and filtered and filtered.unreachable:
+            for target, reason, wait in filtered.unreachable:
+                self._skip(target, index, reason, wait)
+            return []
+        if index + 1 < len(self.chain) and refusal.status == 503:  # noqa: PLR2004
+            return []
+        return self._refuse(refusal)
+
+    def _refuse(self, refusal: Refusal) -> JSONReply:
+        """An auto filter failed closed: the request ends with its error."""
+        exc = RequestError(
+            refusal.status,
+            refusal.code,
+            refusal.message,
+            param=refusal.param,
+            error_type=refusal.error_type,
+        )
+        reply = refusal_reply(self.ctx, exc, self.rec)
+        if refusal.retry_after_s is not None:
+            reply.headers.append(
+                (b"retry-after", str(max(1, round(refusal.retry_after_s))).encode())
+            )
+        return reply
+
     def _slot_targets(
         self, slot: Slot, index: int, warnings: list[str]
     ) -> list[PlannedUnit]:
@@ -238,13 +301,22 @@ class AttemptLoop:
 
     def _options(self, slot: Slot, target: Target) -> Any:
         r = self.request.redundancy
-        return effective_options(
+        options = effective_options(
             self.ctx.table,
             self.key,
             slot,
             target,
             (r.timeout_ms, r.first_token_timeout_ms, r.on),
         )
+        if target.key in self.probes:  # spec 04 §6: a probe gets a shortened timeout
+            cap = healing.PROBE_TIMEOUT_MS
+            first = options.first_token_timeout_ms
+            options = dataclasses.replace(
+                options,
+                timeout_ms=min(options.timeout_ms, cap),
+                first_token_timeout_ms=min(first, cap) if first is not None else None,
+            )
+        return options
 
     def _too_small(self, target: Target) -> bool:
         """Spec 03 §4.2: the model's known window is smaller than ``R``."""
@@ -320,10 +392,21 @@ class AttemptLoop:
             # another request took the half-open probe since the check above
             self._skip(target, index, "circuit_open", 1.0)
             return None
+        probe = target.key in self.probes
+        if probe:
+            auto_glue.probe_started(target)
         try:
-            return await self._call(slot, index, target, options)
+            reply = await self._call(slot, index, target, options)
         finally:
             board.end(connection)
+        if probe:
+            self.probes.discard(target.key)
+            last = self.items[-1] if self.items else None
+            served = last is not None and last.status == "served"
+            auto_glue.probe_finished(
+                target, last.reason if last is not None else None, served
+            )
+        return reply
 
     async def _call(
         self, slot: Slot, index: int, target: Target, options: Options
@@ -336,6 +419,14 @@ class AttemptLoop:
             summary = self.injected.get(target.key)
             if summary is not None:
                 body = with_handoff(body, summary)
+            effort = self.ctx.headers.get("x-omniroute-effort")
+            if effort is not None:
+                body = apply_effort(
+                    body,
+                    header=effort,
+                    provider_kind=target.provider.kind.value,
+                    capabilities=target.model.capabilities,
+                )
             outcome = await dispatch(
                 target,
                 body,
@@ -454,10 +545,13 @@ class AttemptLoop:
             ),
             None,
         )
-        if served_slot is not None and served_slot.resolved.combo is not None:
+        decision = next(
+            (d for d in self.auto.values() if d.route.via == target.via), None
+        )
+        if decision is not None:
+            strategy = decision.strategy
+        elif served_slot is not None and served_slot.resolved.combo is not None:
             strategy = served_slot.resolved.combo.strategy.value
-        elif target.via is not None and target.via.startswith("auto"):
-            strategy = "rules"
         data: dict[str, Any] = {
             "requested_model": first.entry.model,
             "served_model": target.model_key,

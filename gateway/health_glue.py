@@ -19,12 +19,35 @@ from gateway.engine.breaker import (
 from gateway.engine.failover import Item
 from gateway.engine.types import RoutingTable, Target
 from providers.health import board
+from providers.live_window import window
 from providers.target_stats import stats
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
 _CIRCUIT_VALUE = {Circuit.CLOSED: 0, Circuit.HALF_OPEN: 1, Circuit.OPEN: 2}
 _configs: dict[int, HealthConfig] = {}
+
+
+_CLIENT_FAULT_DETAILS = frozenset(
+    {"auth_failed", "payment_required", "model_not_found"}
+)
+
+
+def window_result(reason: str | None, detail: str | None) -> str | None:
+    """An attempt as a live-window sample (spec 04 §3.1, 06 counting); None = none."""
+    if reason is None:
+        return "success"
+    if reason == "client_cancelled":
+        return None
+    if reason in ("invalid_request", "context_length") and (
+        detail not in _CLIENT_FAULT_DETAILS
+    ):
+        return None  # the client's fault says nothing about the model
+    if detail in ("empty_output", "empty_stream"):
+        return "empty_response"
+    if detail == "stream_interrupted":
+        return "stream_interrupted"
+    return "failure"
 
 
 def conn_key(target: Target) -> str:
@@ -75,6 +98,9 @@ def record_health(
         )
     )
     stats.finished(target.key, now, success=success, latency_ms=item.latency_ms)
+    sample = window_result(item.reason, item.detail)
+    if sample is not None:
+        window.record(target.model_key, sample, item.latency_ms)
     headers = getattr(outcome, "ratelimit", None)
     if headers:
         reading = ratelimits.parse(headers, now)

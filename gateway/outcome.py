@@ -44,6 +44,8 @@ class RunRecord:
     requested_model: str = ""
     session_id: str | None = None
     session_source: str | None = None
+    #: the auto engine's decision record (spec 04 §4 step 8)
+    auto_decision: dict[str, Any] | None = None
     route: str = "unresolved"
     strategy: str | None = None
     served: Target | None = None
@@ -222,6 +224,7 @@ class RunRecord:
             "route": self.route[:200],
             "session_id": self.session_id,
             "session_source": self.session_source,
+            "auto_decision": self.auto_decision,
             "strategy": self.strategy,
             "served_model": served.model_key if served else None,
             "provider": served.provider.slug if served else None,

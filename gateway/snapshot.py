@@ -14,6 +14,7 @@ from typing import Any
 
 from combos.models import (
     ApiKey,
+    CandidateOverride,
     Combo,
     ComboTarget,
     GatewaySettings,
@@ -205,6 +206,15 @@ def _webhooks() -> tuple[WebhookTarget, ...]:
     )
 
 
+def _overrides() -> dict[tuple[int, str], frozenset[str]]:
+    return {
+        (row.api_key_id, row.channel): frozenset(
+            str(k) for k in (row.exclude or []) if isinstance(k, str)
+        )
+        for row in CandidateOverride.objects.all()
+    }
+
+
 def build_table() -> RoutingTable:
     """Read every configuration row once and freeze it into a routing table."""
     version = current_version()
@@ -246,4 +256,5 @@ def build_table() -> RoutingTable:
         bare_models=MappingProxyType({k: tuple(v) for k, v in bare.items()}),
         settings=_settings(),
         webhooks=_webhooks(),
+        overrides=MappingProxyType(_overrides()),
     )

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gateway.auth import authenticate
-from gateway.engine.autoids import CATEGORIES, TIERS, VARIANTS
+from gateway.auto_views import model_entries
 from gateway.engine.globs import matches
 from gateway.engine.types import KeyPolicy, RoutingTable
 from gateway.requests import RequestError
@@ -28,19 +28,6 @@ def _error(exc: RequestError) -> HttpResponse:
     return HttpResponse(
         orjson.dumps(body), status=exc.status, content_type="application/json"
     )
-
-
-def auto_ids(table: RoutingTable) -> list[str]:
-    ids = ["auto", *(f"auto/{v}" for v in VARIANTS)]
-    ids += [f"auto/{c}" for c in CATEGORIES if f"auto/{c}" not in ids]
-    for category in CATEGORIES:
-        for tier in TIERS:
-            if tier == "floor":
-                continue
-            if tier == "pro" and table.settings.hide_paid_models:
-                continue
-            ids.append(f"auto/{category}:{tier}")
-    return ids
 
 
 def _allowed(key: KeyPolicy, name: str) -> bool:
@@ -71,10 +58,7 @@ def model_list(table: RoutingTable, key: KeyPolicy) -> list[dict[str, object]]:
             entries.append(
                 {"id": combo.name, "object": "model", "created": 0, "owned_by": "combo"}
             )
-    entries += [
-        {"id": i, "object": "model", "created": 0, "owned_by": "omniroute"}
-        for i in auto_ids(table)
-    ]
+    entries += model_entries(table)
     return [e for e in entries if _allowed(key, str(e["id"]))]
 
 

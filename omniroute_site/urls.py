@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from gateway import views
+from gateway import auto_views, views
 from gateway.admin_views import explain_route_view
 
 urlpatterns = [
@@ -14,9 +14,15 @@ urlpatterns = [
         name="explain-route",
     ),
     path("admin/", admin.site.urls),
+    path("api/combos/auto", auto_views.AutoCombosView.as_view(), name="combos-auto"),
     path("api/", include("combos.api_urls")),
     path("v1/models", csrf_exempt(views.models_view), name="v1-models"),
     path("v1/models/<path:model_id>", csrf_exempt(views.model_view), name="v1-model"),
+    path(
+        "v1/auto-combo/<str:channel>/candidates",
+        csrf_exempt(auto_views.candidates_view),
+        name="auto-candidates",
+    ),
     re_path(r"^v1/(?P<rest>.*)$", csrf_exempt(views.v1_not_found)),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),

@@ -128,3 +128,32 @@ def sync_post(
             return SyncReply(status=response.status_code, head=head[:max_head_bytes])
     except (httpx.RequestError, httpx.InvalidURL) as exc:
         return SyncReply(error=f"{type(exc).__name__}: {exc}")
+
+
+_side_clients: dict[int, httpx.AsyncClient] = {}
+SIDE_MAX_BYTES = 1024 * 1024
+
+
+async def post_json(
+    url: str, body: Mapping[str, object], headers: Mapping[str, str], timeout_s: float
+) -> tuple[int, bytes]:
+    """One JSON POST to a side service (the Nadir router, spec 04 §8): no retry, no
+    redirects, the reply cut at 1 MiB.  Network errors and timeouts raise."""
+    loop_id = id(asyncio.get_running_loop())
+    client = _side_clients.get(loop_id)
+    if client is None or client.is_closed:
+        client = _side_clients[loop_id] = httpx.AsyncClient(
+            follow_redirects=False,
+            trust_env=False,
+            headers={"User-Agent": "OmniRoute/0.1"},
+        )
+    async with asyncio.timeout(timeout_s):
+        async with client.stream(
+            "POST", url, json=dict(body), headers=dict(headers), timeout=timeout_s
+        ) as response:
+            data = b""
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > SIDE_MAX_BYTES:
+                    break
+            return response.status_code, data[:SIDE_MAX_BYTES]

@@ -236,6 +236,10 @@ class RoutingTable:
     settings: GatewaySettings = field(default_factory=GatewaySettings)
     #: active webhook endpoints, by id
     webhooks: tuple[WebhookTarget, ...] = ()
+    #: (api key id, channel) -> candidate keys excluded (spec 04 §2.3 F4)
+    overrides: Mapping[tuple[int, str], frozenset[str]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def __post_init__(self) -> None:
         # Spec 03 §1.1 step 4: priority descending, then creation order.  The sort is
