@@ -26,6 +26,7 @@ from gateway.accounting import (
     result_of,
 )
 from gateway.auto import Controls, auto_route, plan_auto, read_controls
+from gateway.chaos import run_chaos
 from gateway.combo_plan import ComboPlan, plan_combo, request_facts
 from gateway.composite import is_composite
 from gateway.composite_run import run_composite
@@ -180,6 +181,14 @@ class AttemptLoop:
         planned = await self._plan_slot(slot, index, warnings)
         if isinstance(planned, JSONReply):
             return planned
+        decision = self.auto.get(index)
+        if decision is not None and decision.chaos and planned:
+            return await run_chaos(self, slot, index, decision)
+        return await self._walk(slot, index, planned, max_calls)
+
+    async def _walk(
+        self, slot: Slot, index: int, planned: list[PlannedUnit], max_calls: int
+    ) -> JSONReply | StreamReply | None:
         for target in planned:
             if self.calls >= max_calls:
                 return self._all_failed()
@@ -233,7 +242,10 @@ class AttemptLoop:
         if route is None:
             return self._slot_targets(slot, index, warnings)
         if self.controls is None:
-            self.controls = read_controls(self.ctx.headers)
+            try:
+                self.controls = read_controls(self.ctx.headers)
+            except RequestError as exc:
+                return refusal_reply(self.ctx, exc, self.rec)
         decision = await plan_auto(
             self.ctx.table,
             self.key,

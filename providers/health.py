@@ -266,6 +266,11 @@ class HealthBoard:
             self.store.delete(key)
         for key in self.store.keys(f"lock:{conn}:"):
             self.store.delete(key)
+        self.store.delete(f"quota:{conn}")
+        slug, _, name = conn.partition("@")
+        for key in self.store.keys(f"heal:{slug}/"):
+            if key.endswith(f"@{name}"):
+                self.store.delete(key)  # self-healing exclusions (spec 04 §6)
 
 
 board = HealthBoard()

@@ -319,6 +319,13 @@ def _healing(
     return kept or list(ranked)
 
 
+def _describe_pool(filtered: Filtered, env: Environment) -> list[Target]:
+    """§10: the pool routing would score: reachable, not excluded (F4 fails open)."""
+    excluded = env.excluded or frozenset()
+    kept = [t for t in filtered.reachable if t.key not in excluded]
+    return kept or filtered.reachable or filtered.fitting
+
+
 def _apply_budget(
     request: AutoRequest, eligible: list[Scored], decision: Decision
 ) -> list[Scored] | None:
@@ -415,7 +422,7 @@ async def decide(
         key=request.key,
         hide_paid=settings.hide_paid_models,
         needs=needs_,
-        excluded=env.excluded,
+        excluded=None if request.describe else env.excluded,
         reachable=env.reachable,
         overrides_failed=env.overrides_failed,
         health_only=request.describe,
@@ -432,7 +439,9 @@ async def decide(
     decision.exploration_rate = resolve_exploration(
         route, settings.exploration_rate, incident
     )
-    scored_pool = filtered.fitting if request.describe else filtered.reachable
+    scored_pool = (
+        _describe_pool(filtered, env) if request.describe else filtered.reachable
+    )
     features = _features(
         request, task, settings, 0 if request.describe else needs_.need_tokens
     )
