@@ -23,6 +23,7 @@ caller passes the table.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +35,8 @@ from typing import Any
 
 import orjson
 
+from gateway import auto as auto_glue
+from gateway.auto import auto_route
 from gateway.combo_plan import (
     ALWAYS_EXPAND,
     MAX_DEPTH,
@@ -43,7 +46,6 @@ from gateway.combo_plan import (
 )
 from gateway.engine.facts import needed_tokens, needs
 from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
-from gateway.engine.resolve import RouteKind
 from gateway.engine.strategies import REGISTRY
 from gateway.engine.types import (
     ComboInfo,
@@ -54,6 +56,8 @@ from gateway.engine.types import (
     Target,
 )
 from gateway.requests import ChatRequest, RequestError, parse_chat_request
+from gateway.routing.pipeline import AutoRequest, decide
+from gateway.routing.pool import AutoRoute, servable
 from gateway.sessions import request_session, session_key
 from providers.health import board, health_view
 from providers.state_store import StateStore
@@ -381,24 +385,66 @@ def _facts(run: _Run) -> RequestFacts:
     return request_facts(run.request.body, session_key(run.key, session))
 
 
+def _plan_auto(
+    run: _Run, route: AutoRoute
+) -> tuple[list[PlannedUnit], list[str], list[dict[str, Any]], dict[str, Any]]:
+    """The auto pipeline as the attempt loop runs it, without Nadir calls and without
+    storing self-healing exclusions (a dry run)."""
+    session = request_session({}, run.request, run.key)
+    scoped = session_key(run.key, session)
+    env = auto_glue.environment(run.table, run.key, route, run.now, scoped)
+    env.nadir_post = None
+    request = AutoRequest(
+        route=route,
+        key=run.key,
+        body=run.request.body,
+        session_key=scoped,
+        now=run.now,
+    )
+    decision = asyncio.run(decide(request, env, servable(run.table, route)))
+    state: dict[str, Any] = {"auto_decision": decision.record()}
+    filtered = decision.filtered
+    skips = [
+        _skipped(t, reason, wait, "pre-filter", run.now)
+        for t, reason, wait in (filtered.unreachable if filtered else [])
+    ]
+    if decision.refusal is not None:
+        state["refusal"] = {
+            "status": decision.refusal.status,
+            "code": decision.refusal.code,
+            "message": decision.refusal.message,
+        }
+        return [], [], skips, state
+    ranks = {s.key: (i + 1, s.score) for i, s in enumerate(decision.eligible)}
+    whys = []
+    for position, target in enumerate(decision.order):
+        rank, score = ranks.get(target.key, (0, 0.0))
+        why = f"auto rank {rank} of {len(decision.eligible)}, score {score:.4f}"
+        if position == 0:
+            why += f" — primary by {decision.strategy}"
+            if decision.explored:
+                why += " (explored)"
+        if target.key in decision.probes:
+            why += "; self-healing probe (shortened timeout)"
+        whys.append(why)
+    return [*decision.order], whys, skips, state
+
+
 def _plan_slot(
     run: _Run, slot: Slot, warnings: list[str]
 ) -> tuple[list[PlannedUnit], list[str], list[dict[str, Any]], dict[str, Any]]:
     """Targets, why each is where it is, pre-filter skips, strategy state read."""
+    route = auto_route(slot)
+    if route is not None:
+        return _plan_auto(run, route)
     combo = slot.resolved.combo
     if combo is None:
         targets: list[PlannedUnit] = [*plan_targets(run.table, slot, warnings)]
-        if slot.resolved.kind is RouteKind.AUTO:
-            whys = [
-                f"configured order {i + 1} (auto: every servable candidate)"
-                for i in range(len(targets))
-            ]
-        else:
-            whys = [
-                _why_direct(t, i + 1)
-                for i, t in enumerate(targets)
-                if isinstance(t, Target)
-            ]
+        whys = [
+            _why_direct(t, i + 1)
+            for i, t in enumerate(targets)
+            if isinstance(t, Target)
+        ]
         return targets, whys, [], {}
     before = set(run.overlay.reads)
     plan = plan_combo(run.table, combo, _facts(run), run.now)
@@ -450,9 +496,9 @@ def _slot_report(
         else "request",
         "route": resolved.route,
         "resolved": resolved.resolved_name,
-        "strategy": combo.strategy.value
-        if combo is not None
-        else ("rules" if resolved.kind is RouteKind.AUTO else None),
+        "strategy": state["auto_decision"]["strategy"]
+        if "auto_decision" in state
+        else (combo.strategy.value if combo is not None else None),
         "allow_list": _allow_list(run.key, slot),
         "targets": kept,
         "skipped": skipped,

@@ -320,6 +320,9 @@ def apply_filters(  # noqa: PLR0913 - the filter chain's inputs, each explicit
     """F1-F8 of §2.3; ``health_only`` skips F6/F7 and refuses nothing after F5
     (the candidates endpoint)."""
     out = Filtered()
+    if not pool:
+        out.refusal = _no_candidate(route, "no connected provider serves a model")
+        return out
     closed = _closed(list(pool), route, key, hide_paid)
     if isinstance(closed, Refusal):
         out.refusal = closed

@@ -231,3 +231,53 @@ def test_the_admin_page_redirects_anonymous_and_non_staff_users(table, staff):
 
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+
+
+KEYED = """
+providers:
+  - slug: pa
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections:
+      - {name: main, priority: 0, api_key: sk-test-pa-main-0000000000}
+      - {name: backup, priority: 1, api_key: sk-test-pa-backup-000000000}
+    models: [{id: m1}]
+  - slug: pb
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main, api_key: sk-test-pb-main-0000000000}]
+    models: [{id: m2}]
+  - slug: pc
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main, api_key: sk-test-pc-main-0000000000}]
+    models: [{id: m3}]
+"""
+
+
+def test_explain_without_credentials_is_no_healthy_candidate(table):
+    [slot] = explain(table, "auto")["slots"]
+    assert slot["state"]["refusal"]["code"] == "no_healthy_candidate"
+
+
+def test_explain_runs_the_auto_pipeline_without_side_effects(table):
+    import_config(KEYED)
+    table = build_table()
+    report = explain(table, "auto/cheap")
+    [slot] = report["slots"]
+    assert slot["route"] == "auto/cheap"
+    assert slot["strategy"] == "rules"
+    decision = slot["state"]["auto_decision"]
+    assert decision["route"] == "auto/cheap"
+    assert decision["candidates_considered"] == 4
+    assert len(slot["targets"]) == 3
+    assert "primary by rules" in slot["targets"][0]["why"]
+    assert board.store.keys("heal:") == []
+
+
+def test_explain_auto_shows_the_filters_that_fell_open(table):
+    import_config(KEYED)
+    table = build_table()
+    report = explain(table, "auto/reasoning:pro")
+    [slot] = report["slots"]
+    assert slot["state"]["auto_decision"]["filter_fell_open"] == ["category", "tier"]

@@ -315,7 +315,7 @@ async def test_healing_fails_open_when_everything_is_excluded():
     }
     healing = {A: entry, B: entry, C: entry}
     decision = await run("auto", table=table, env=env_for(table, healing=healing))
-    assert len(decision.order) == 3  # noqa: PLR2004
+    assert len(decision.order) == 3
 
 
 async def test_persisted_auto_combo_uses_its_targets_and_config():
