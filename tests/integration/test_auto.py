@@ -266,3 +266,32 @@ def test_models_list_has_auto_ids_with_limits(auto_gateway, client):
     assert "auto/reasoning:pro" in auto
     assert auto["auto"]["context_length"] >= 200_000
     assert auto["auto"]["max_output_tokens"] > 0
+
+
+def test_auto_keeps_a_session_on_its_last_good_candidate(auto_gateway, client, upstream):
+    session = {"X-Session-Id": f"auto-session-{next(_turns)}"}
+    first = _ask(client, "auto", headers={**session, "X-OmniRoute-Mode": "cheap"})
+    assert first.json()["omniroute"]["strategy"] == "rules"
+    served = first.json()["omniroute"]["served_model"]
+    # a different mode would pick another model; the session's record wins
+    second = _ask(client, "auto", headers={**session, "X-OmniRoute-Mode": "quality"})
+    omni = second.json()["omniroute"]
+    assert omni["strategy"] == "lkgp"
+    assert omni["served_model"] == served
+
+
+def test_a_persisted_auto_combo(auto_gateway, client, upstream):
+    result = auto_gateway.apply("""
+combos:
+  - name: thrifty
+    strategy: auto
+    config: {auto: {modePack: cost-saver, maxAttempts: 2}}
+    targets: [{model: pb/m2}, {model: pr/r1}]
+""")
+    assert result.returncode == 0, result.stderr
+    response = _ask(client, "thrifty")
+    assert response.status_code == 200, response.text
+    omni = response.json()["omniroute"]
+    assert omni["route"] == "combo:thrifty"
+    assert omni["served_model"] == "pb/m2"
+    assert omni["strategy"] == "rules"
