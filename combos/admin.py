@@ -14,11 +14,14 @@ from typing import Any, cast
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from combos import services
 from combos.admin_forms import (
     CONFIG_FIELD_NAMES,
     ComboForm,
+    OverrideForm,
     add_problems,
     format_targets,
     json_field,
@@ -236,9 +239,30 @@ class ApiKeyForm(forms.ModelForm):
 
 
 class OverrideInline(admin.TabularInline):
+    """A key's candidate overrides, read-only, each linked to its editor.
+
+    Editing happens on the override's own page: its checkbox list needs the room,
+    and every write there goes through ``services.save_override`` (an inline save
+    or delete would skip the validator and the revision bump).
+    """
+
     model = CandidateOverride
     extra = 0
-    fields = ("channel", "exclude")
+    fields = ("channel", "excluded_keys")
+    readonly_fields = ("channel", "excluded_keys")
+    show_change_link = True
+    can_delete = False
+    verbose_name = "candidate override"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="excluded keys")
+    def excluded_keys(self, obj: CandidateOverride) -> str:
+        return ", ".join(obj.exclude or []) or "(none)"
 
 
 @admin.register(ApiKey)
@@ -257,7 +281,7 @@ class ApiKeyAdmin(ConfigAdmin):
     )
     list_filter = ("active", "budget_period")
     search_fields = ("name", "prefix")
-    readonly_fields = ("prefix", "created_at", "updated_at")
+    readonly_fields = ("prefix", "created_at", "updated_at", "add_override")
     fields = (
         "name",
         "prefix",
@@ -269,9 +293,25 @@ class ApiKeyAdmin(ConfigAdmin):
         "budget_usd",
         "budget_period",
         "failover_text",
+        "add_override",
         "created_at",
         "updated_at",
     )
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[Any]]:
+        # A new key has no overrides yet, and its add form posts no inline data.
+        return [OverrideInline] if obj is not None else []
+
+    @admin.display(description="candidate overrides")
+    def add_override(self, obj: ApiKey | None) -> str:
+        if obj is None or obj.pk is None:
+            return "Save the key first, then add overrides per auto channel."
+        url = reverse("admin:combos_candidateoverride_add")
+        return format_html(
+            '<a href="{}?api_key={}">Add a candidate override for this key</a>',
+            url,
+            obj.pk,
+        )
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_api_key(form.config_data, instance)
@@ -280,43 +320,13 @@ class ApiKeyAdmin(ConfigAdmin):
         services.delete_api_key(obj)
 
 
-class OverrideForm(forms.ModelForm):
-    exclude_text = forms.CharField(
-        label="Exclude",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One provider/model@connection per line.",
-    )
-
-    class Meta:
-        model = CandidateOverride
-        fields = ("api_key", "channel")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = cast(dict[str, Any], super().clean())
-        key = cleaned.get("api_key")
-        self.config_data = {
-            "api_key": key.name if key else None,
-            "channel": cleaned.get("channel"),
-            "exclude": [
-                x.strip()
-                for x in (cleaned.get("exclude_text") or "").splitlines()
-                if x.strip()
-            ],
-        }
-        check = services.Checker("")
-        services.validate_override(self.config_data, check, services.build_index())
-        add_problems(self, check.problems, {"exclude": "exclude_text"})
-        return cleaned
-
-
 @admin.register(CandidateOverride)
 class OverrideAdmin(ConfigAdmin):
     form = OverrideForm
     list_display = ("api_key", "channel", "exclude")
     list_filter = ("channel",)
     search_fields = ("api_key__name", "channel")
-    fields = ("api_key", "channel", "exclude_text")
+    fields = ("api_key", "channel", "exclude_keys", "exclude_other")
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_override(form.config_data, instance)

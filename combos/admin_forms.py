@@ -1,4 +1,4 @@
-"""Admin forms: the shared helpers and the combo editor form.
+"""Admin forms: the shared helpers, the combo editor and the candidate override form.
 
 Every form runs the shared validator in ``clean()`` and errors land on the field they
 name.
@@ -34,7 +34,8 @@ from django import forms
 
 from combos import services
 from combos.combo_validation import CONFIG_USERS, ORDERING, PIN_CAPABLE
-from combos.models import Combo
+from combos.models import CandidateOverride, Combo
+from gateway.engine.autoids import CATEGORIES, TIERS, VARIANTS, parse_auto_id
 from providers.validation import Problem
 
 TARGETS_HELP = (
@@ -368,3 +369,131 @@ CONFIG_FIELD_NAMES = tuple(
     for name, field in ComboForm.base_fields.items()
     if CONFIG_KEY_ATTR in field.widget.attrs
 )
+
+
+# ------------------------------------------------------------------ overrides
+
+
+def _is_canonical_channel(channel: str) -> bool:
+    """Whether ``auto/<channel>`` is its own route id (``coding:floor`` is not)."""
+    return parse_auto_id(f"auto/{channel}") == f"auto/{channel}"
+
+
+def channel_choices() -> list[tuple[str, Any]]:
+    """``auto`` and every suffix of a built-in route id (spec 04 §1.1), grouped.
+
+    Only canonical suffixes are offered: ``floor`` is an alias of ``cheap`` and the
+    variant ``coding`` already covers the category ``coding`` without a tier.
+    """
+    tiers = [t for t in TIERS if _is_canonical_channel(f"{CATEGORIES[0]}:{t}")]
+    return [
+        ("auto", "auto"),
+        ("Variants", [(v, f"auto/{v}") for v in VARIANTS]),
+        ("Categories", [(c, f"auto/{c}") for c in CATEGORIES if c not in VARIANTS]),
+        (
+            "Category:tier",
+            [(f"{c}:{t}", f"auto/{c}:{t}") for c in CATEGORIES for t in tiers],
+        ),
+    ]
+
+
+def _choice_values(choices: list[tuple[str, Any]]) -> set[str]:
+    values: set[str] = set()
+    for value, label in choices:
+        if isinstance(label, list):
+            values.update(v for v, _ in label)
+        else:
+            values.add(value)
+    return values
+
+
+class OverrideForm(forms.ModelForm):
+    """One key's exclusions on one channel (spec 04 §2.3 F4).
+
+    ``exclude_keys`` offers the candidate keys of the current catalog, grouped by
+    provider; ``exclude_other`` takes any other key, one per line, so a stored key
+    that is not (or no longer) in the catalog shows there and survives an edit. The
+    stored list is the union: the checked keys, then the typed ones, without
+    duplicates. ``channel`` is a plain value shown as a select, so an unexpected
+    stored value stays visible and the validator, not the widget, reports it.
+    """
+
+    channel = forms.CharField(
+        widget=forms.Select(),
+        help_text="The built-in route this override applies to, written as its "
+        "suffix after auto/ (coding, vision:free), or auto itself.",
+    )
+    exclude_keys = forms.MultipleChoiceField(
+        label="Exclude",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Candidates this key never gets on this channel. Listed: each "
+        "active connection × its provider's catalog models, plus a connection's "
+        "default model without a catalog row.",
+    )
+    exclude_other = forms.CharField(
+        label="Other keys",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Keys not listed above (an inactive connection, a model not yet "
+        "in the catalog): one provider/model@connection per line.",
+    )
+
+    class Meta:
+        model = CandidateOverride
+        fields = ("api_key", "channel")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        channels = channel_choices()
+        stored_channel = self.instance.channel if self.instance.pk else None
+        if stored_channel and stored_channel not in _choice_values(channels):
+            channels.insert(0, (stored_channel, f"{stored_channel} (not valid)"))
+        cast(forms.Select, self.fields["channel"].widget).choices = channels
+        groups = services.candidate_keys()
+        exclude_keys = cast(forms.MultipleChoiceField, self.fields["exclude_keys"])
+        exclude_keys.choices = [
+            (slug, [(key, key) for key in keys]) for slug, keys in groups.items()
+        ]
+        listed = {key for keys in groups.values() for key in keys}
+        stored = list(self.instance.exclude or []) if self.instance.pk else []
+        exclude_keys.initial = [key for key in stored if key in listed]
+        self.fields["exclude_other"].initial = "\n".join(
+            key for key in stored if key not in listed
+        )
+        self.config_data: dict[str, Any] = {}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = cast(dict[str, Any], super().clean())
+        source: dict[str, str] = {}
+        for key in cleaned.get("exclude_keys") or []:
+            source.setdefault(key, "exclude_keys")
+        for line in (cleaned.get("exclude_other") or "").splitlines():
+            if line.strip():
+                source.setdefault(line.strip(), "exclude_other")
+        key = cleaned.get("api_key")
+        self.config_data = {
+            "api_key": key.name if key else None,
+            "channel": cleaned.get("channel"),
+            "exclude": list(source),
+        }
+        check = services.Checker("")
+        services.validate_override(self.config_data, check, services.build_index())
+        rest = []
+        for problem in check.problems:
+            position = _exclude_position(problem.path)
+            if position is None:
+                rest.append(problem)
+            else:  # name the key: a position in the union means nothing on the page
+                item = self.config_data["exclude"][position]
+                self.add_error(source[item], f"{item}: {problem.message}")
+        add_problems(self, rest)
+        return cleaned
+
+
+def _exclude_position(path: str) -> int | None:
+    """``exclude[3]`` -> 3; any other path -> None."""
+    if path.startswith("exclude[") and path.endswith("]"):
+        inner = path[len("exclude[") : -1]
+        return int(inner) if inner.isdigit() else None
+    return None

@@ -7,10 +7,12 @@ and depth checks see the graph as it would be after the write.
 
 from __future__ import annotations
 
-import math
+import json
 from typing import Any
 
 from gateway.engine.types import STRATEGY_ALIASES, Strategy
+from gateway.routing import strategies as router_strategies
+from gateway.routing.weights import FACTORS, MODE_PACKS, normalize_scoring_weights
 from providers.validation import (
     COMBO_NAME,
     MAX_COMBO_DEPTH,
@@ -51,45 +53,6 @@ PIN_CAPABLE = frozenset(
         "p2c",
         "least-used",
     }
-)
-FACTORS = (
-    "quota",
-    "health",
-    "costInv",
-    "latencyInv",
-    "taskFit",
-    "stability",
-    "tierPriority",
-    "tierAffinity",
-    "specificityMatch",
-    "contextAffinity",
-    "sessionAvailability",
-    "connectionDensity",
-    "cacheAffinity",
-    "resetWindowAffinity",
-    "quality",
-    "reliability",
-)
-MODE_PACKS = (
-    "ship-fast",
-    "cost-saver",
-    "quality-first",
-    "offline-friendly",
-    "reliability-first",
-    "chaos-mode",
-)
-ROUTER_STRATEGIES = (
-    "rules",
-    "score",
-    "cost",
-    "eco",
-    "latency",
-    "fast",
-    "sla-aware",
-    "sla",
-    "lkgp",
-    "nadir",
-    "chaos",
 )
 BUDGET_FALLBACKS = ("cheapest", "cheapest-viable", "soft", "strict", "block", "hard")
 COMBO_KEYS = frozenset({"name", "strategy", "active", "targets", "config"})
@@ -160,7 +123,7 @@ def _check_scalar_config(config: dict[str, Any], check: Checker) -> None:
     check.integer(config, "maxMessagesForSummary", 5, 100)
     check.choice(config, "objective", ("latency", "cost", "balanced"))
     check.boolean(config, "sessionAffinity", True)
-    check.choice(config, "routerStrategy", ROUTER_STRATEGIES)
+    check_router_strategy(config, "routerStrategy", check)
 
 
 def _check_nested(
@@ -212,6 +175,52 @@ def _check_composite_config(
         check.problems += sub.problems
 
 
+def registered_router_strategies() -> tuple[str, ...]:
+    """Every name ``routerStrategy`` accepts now: built-ins, aliases, then the custom
+    strategies registered so far (spec 04 §8), in that order."""
+    # The engine has no public listing of custom names yet; its registry is read here
+    # and only here, so validation and routing cannot disagree about what exists.
+    custom = sorted(router_strategies._CUSTOM)
+    return (*router_strategies.BUILTIN_NAMES, *router_strategies.ALIASES, *custom)
+
+
+def check_router_strategy(
+    data: dict[str, Any], name: str, check: Checker
+) -> str | None:
+    """``data[name]`` if it is a registered router strategy name or alias (exact and
+    case-sensitive, as the engine resolves it); otherwise a problem that lists the
+    registered choices."""
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not router_strategies.is_known_strategy(value):
+        check.error(
+            name,
+            f"must be one of: {', '.join(registered_router_strategies())} "
+            f"(got {_shown(value)}; custom strategies are registered by the modules "
+            "in OMNIROUTE_ROUTER_STRATEGY_MODULES)",
+        )
+        return None
+    return value
+
+
+def _shown(value: object) -> str:
+    """A config value as the YAML or JSON author wrote it (``true``, ``"1"``)."""
+    return json.dumps(value, default=str)
+
+
+def _weight_problem(name: object, value: object) -> str | None:
+    """The engine's verdict on one weight (``normalize_scoring_weights`` is the only
+    rule), worded for its path; None when the engine accepts it."""
+    if not isinstance(name, str) or name not in FACTORS:
+        return "unknown factor; expected one of: " + ", ".join(FACTORS)
+    try:
+        normalize_scoring_weights({name: value})
+    except ValueError:
+        return f"must be a finite number >= 0, got {_shown(value)}"
+    return None
+
+
 def _check_weights(auto: dict[str, Any], check: Checker) -> None:
     weights = auto.get("weights")
     if weights is None:
@@ -219,16 +228,18 @@ def _check_weights(auto: dict[str, Any], check: Checker) -> None:
     if not isinstance(weights, dict):
         check.error("weights", "must be a mapping of factor -> number")
         return
-    for name, value in weights.items():
-        if name not in FACTORS:
-            check.error(f"weights.{name}", "unknown factor")
-        elif (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            check.error(f"weights.{name}", "must be a finite number >= 0")
+    problems = [
+        (name, problem)
+        for name, value in weights.items()
+        if (problem := _weight_problem(name, value)) is not None
+    ]
+    for name, problem in problems:
+        check.error(f"weights.{name}", problem)
+    if not problems:
+        try:  # the map as a whole, in case the engine adds a rule across keys
+            normalize_scoring_weights(weights)
+        except ValueError as exc:
+            check.error("weights", str(exc))
     if "modePack" in auto:
         check.error("weights", "cannot be combined with modePack")
 
@@ -239,12 +250,12 @@ def _check_auto(config: dict[str, Any], check: Checker) -> None:
         return
     sub = Checker(check.path("auto"))
     _check_weights(auto, sub)
-    sub.choice(auto, "modePack", MODE_PACKS)
+    sub.choice(auto, "modePack", tuple(MODE_PACKS))
     sub.string_list(auto, "candidatePool")
     sub.number(auto, "explorationRate", 0, 1)
     sub.number(auto, "budgetCap", 0, None, exclusive_low=True)
     sub.choice(auto, "budgetFallback", BUDGET_FALLBACKS)
-    router = sub.choice(auto, "routerStrategy", ROUTER_STRATEGIES)
+    router = check_router_strategy(auto, "routerStrategy", sub)
     sub.integer(auto, "maxAttempts", 1, 10)
     sub.choice(auto, "preferTier", ("free", "cheap", "premium"))
     sub.boolean(auto, "complexityAware", False)

@@ -307,6 +307,31 @@ def save_override(
     return SaveResult(override)
 
 
+def candidate_keys() -> dict[str, list[str]]:
+    """The candidate keys ``provider/model@connection`` the catalog yields now, by
+    provider slug (spec 04 §2.1, the form of ``candidate_overrides.exclude``).
+
+    Every active connection gives one key per catalog model of its provider, then
+    one for its ``default_model`` if that has no catalog row; connections in
+    priority then name order, models in catalog order. Credentials are not checked:
+    this lists what an override may name, not who is servable right now.
+    """
+    groups: dict[str, list[str]] = {}
+    for provider in Provider.objects.prefetch_related("connections", "models"):
+        catalog = [m.model_id for m in provider.models.all()]
+        keys: list[str] = []
+        for connection in provider.connections.all():
+            if not connection.active:
+                continue
+            models = list(catalog)
+            if connection.default_model and connection.default_model not in catalog:
+                models.append(connection.default_model)
+            keys += [f"{provider.slug}/{m}@{connection.name}" for m in models]
+        if keys:
+            groups[provider.slug] = keys
+    return groups
+
+
 @transaction.atomic
 def save_smart_route(
     data: dict[str, Any], instance: SmartRoute | None = None

@@ -192,6 +192,10 @@ OMNIROUTE_SESSION_PIN_TTL_SECONDS = env_int(
 )
 OMNIROUTE_SESSION_MAX_PINS = env_int("OMNIROUTE_SESSION_MAX_PINS", 10_000, minimum=1)
 OMNIROUTE_NODE = f"{socket.gethostname()}:{os.getpid()}"
+# Custom router strategies (spec 04 §8): dotted module paths, comma-separated. The
+# ``combos`` app imports them in ``ready()``, so in every process, before any config
+# is validated; a module that cannot be imported stops start-up.
+OMNIROUTE_ROUTER_STRATEGY_MODULES = env_list("OMNIROUTE_ROUTER_STRATEGY_MODULES", [])
 
 # Django security (spec 08 §5.5).
 SESSION_COOKIE_HTTPONLY = True
