@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from gateway.engine.facts import cache_key, input_tokens
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
 from gateway.engine.strategies import REGISTRY, rendezvous_order
@@ -40,10 +42,24 @@ from gateway.engine.types import (
     Target,
 )
 from providers.health import Skip, board
+from providers.pins import pins
 from providers.target_stats import stats
+from telemetry import metrics
 
 MAX_DEPTH = 3  # spec 03 §2.1
 COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})
+#: strategies whose sessions keep their target (spec 05 §1.4)
+PIN_CAPABLE = frozenset(
+    {
+        "adaptive",
+        "weighted",
+        "round-robin",
+        "random",
+        "strict-random",
+        "p2c",
+        "least-used",
+    }
+)
 ALWAYS_EXPAND = frozenset(
     {"reset-aware", "reset-window", "headroom", "quota-weighted", "cache-optimized"}
 )
@@ -309,6 +325,7 @@ class _Planner:
         if name == "lkgp":
             state = self._lkgp_state(combo)
         by_key = {candidate.key: targets for candidate, targets in survivors}
+        scope, honored = self._target_pin(combo, name, survivors)
         ordering = strategy.order(
             OrderInput(
                 survivors=tuple(c for c, _ in survivors),
@@ -324,22 +341,103 @@ class _Planner:
                 defaults={"sticky_round_robin_limit": self._rr_limit},
             )
         )
-        if state_key is not None and ordering.state_before is not None:
+        if (
+            state_key is not None
+            and ordering.state_before is not None
+            and honored is None  # an honoured pin advances no rotation counter
+        ):
             board.store.set(state_key, ordering.state_before, STATE_TTL_SECONDS)
-        result: list[PlannedUnit] = []
-        for candidate in ordering.order:
-            targets = by_key[candidate.key]
-            if not candidate.is_ref:
-                targets = self._connection_order(targets, name)
-            if ordering.on_success is not None and state_key is not None:
-                for target in targets:
+        result = self._expand(ordering.order, by_key, name)
+        if ordering.on_success is not None and state_key is not None:
+            for candidate in ordering.order:
+                for target in by_key[candidate.key]:
                     self._remember(
                         target, state_key, candidate.key, ordering.on_success
                     )
-            result.extend(targets)
         if name == "context-relay" and state_key is not None and self.facts.session_key:
             self._relay(combo, state_key, survivors, result)
+        if honored is not None:
+            result = [honored, *(u for u in result if u is not honored)]
+        if scope is not None:
+            for unit in result:
+                if isinstance(unit, Target):
+                    self._pin_on_success(unit, scope)
         return result
+
+    def _expand(
+        self,
+        order: tuple[Candidate, ...],
+        by_key: dict[str, list[PlannedUnit]],
+        strategy: str,
+    ) -> list[PlannedUnit]:
+        """Candidates back into targets (a model's connections in their order)."""
+        result: list[PlannedUnit] = []
+        for candidate in order:
+            targets = by_key[candidate.key]
+            if not candidate.is_ref:
+                targets = self._connection_order(targets, strategy)
+            result.extend(targets)
+        return result
+
+    def _target_pin(
+        self,
+        combo: ComboInfo,
+        name: str,
+        survivors: list[tuple[Candidate, list[PlannedUnit]]],
+    ) -> tuple[str | None, Target | None]:
+        """Spec 05 §1.4: the pin scope, and the pinned target when it is honoured."""
+        session = self.facts.session_key
+        if (
+            session is None
+            or name not in PIN_CAPABLE
+            or combo.config.get("sessionAffinity", True) is False
+            or len(combo.targets) < 2  # noqa: PLR2004
+        ):
+            return None, None
+        scope = f"combo:{combo.id}"
+        pin = pins.get(session, scope)
+        if pin is None:
+            return scope, None
+        pinned = pin.get("target")
+        for _, units in survivors:
+            for unit in units:
+                if isinstance(unit, Target) and unit.key == pinned:
+                    self._affinity(combo, "honored")
+                    return scope, unit
+        skipped = next(
+            (skip for target, skip in self.plan.skips if target.key == pinned), None
+        )
+        if skipped is not None and skipped.reason == "busy":
+            self._affinity(combo, "bypassed")  # keep the pin; not for this request
+            return scope, None
+        pins.delete(session, scope)  # cooling, removed from the combo, or inactive
+        self._affinity(combo, "released")
+        return scope, None
+
+    @staticmethod
+    def _affinity(combo: ComboInfo, outcome: str) -> None:
+        metrics.bounded(metrics.ROUTING_SESSION_AFFINITY, combo.name, outcome).inc()
+
+    def _pin_on_success(self, target: Target, scope: str) -> None:
+        session = self.facts.session_key
+        assert session is not None
+
+        def write() -> None:
+            now = time.time()
+            old = pins.get(session, scope)
+            pinned_at = (
+                old.get("pinned_at", now)
+                if old is not None and old.get("target") == target.key
+                else now
+            )
+            pins.set(
+                session,
+                scope,
+                {"target": target.key, "pinned_at": pinned_at, "last_served_at": now},
+                pin_ttl_seconds(),
+            )
+
+        self.plan.on_success.setdefault(target.key, []).append(write)
 
     def _relay(
         self,
@@ -417,6 +515,10 @@ class _Planner:
             k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
         }
         return [*sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))]
+
+
+def pin_ttl_seconds() -> float:
+    return float(getattr(settings, "OMNIROUTE_SESSION_PIN_TTL_SECONDS", 3600))
 
 
 def request_facts(body: dict[str, Any], session_key: str | None = None) -> RequestFacts:

@@ -97,6 +97,60 @@ WEBHOOK_ENQUEUE_FAILURES = Counter(
     "Webhook deliveries not handed on (broker unreachable, buffer full, insert failed)",
 )
 CONFIG_VERSION = Gauge("omniroute_config_version", "Config snapshot version in use")
+# --- smart routing and adaptive (spec 05 §2.4, §3.8) ------------------------------------
+SMART_SCORE_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 22)
+SMARTROUTE_REQUESTS = Counter(
+    "omniroute_smartroute_requests_total",
+    "Requests routed through a smart alias",
+    ("alias", "tier", "source", "mode"),
+)
+SMARTROUTE_ESCALATIONS = Counter(
+    "omniroute_smartroute_escalations_total",
+    "Session tier pins moved from easy to hard",
+    ("alias",),
+)
+SMARTROUTE_SCORE = Histogram(
+    "omniroute_smartroute_score",
+    "Smart routing classifier score",
+    ("alias",),
+    buckets=SMART_SCORE_BUCKETS,
+)
+SMARTROUTE_SIGNALS = Counter(
+    "omniroute_smartroute_signals_total",
+    "Classifier signals that fired",
+    ("alias", "signal"),
+)
+ROUTING_SELECTIONS = Counter(
+    "omniroute_routing_selections_total",
+    "Adaptive selections",
+    ("combo", "target", "reason"),
+)
+ROUTING_COOLDOWNS = Counter(
+    "omniroute_routing_cooldowns_total",
+    "Health penalties an attempt started",
+    ("target", "trigger"),
+)
+ROUTING_COOLDOWN_ACTIVE = Gauge(
+    "omniroute_routing_cooldown_active", "1 while the target is cooling", ("target",)
+)
+ROUTING_LATENCY_ESTIMATE = Gauge(
+    "omniroute_routing_latency_estimate_ms",
+    "Peak-EWMA latency estimate on this node",
+    ("target",),
+)
+ROUTING_IN_FLIGHT = Gauge(
+    "omniroute_routing_in_flight", "Attempts in flight on this node", ("target",)
+)
+ROUTING_SESSION_AFFINITY = Counter(
+    "omniroute_routing_session_affinity_total",
+    "Session target pins honoured, released or bypassed",
+    ("combo", "outcome"),
+)
+ROUTING_ALL_COOLING = Counter(
+    "omniroute_routing_all_cooling_total",
+    "Adaptive choices made while every eligible candidate was cooling",
+    ("combo",),
+)
 LABEL_OVERFLOW = Counter(
     "omniroute_metrics_label_overflow_total",
     "Label sets folded into other",

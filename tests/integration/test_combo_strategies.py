@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 pytestmark = pytest.mark.integration
 MESSAGES = [{"role": "user", "content": "hi"}]
+_turns = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +34,10 @@ combos:
 
 
 def _served(client, model: str) -> str:
+    # a new conversation each time: a session would keep its pinned target (05 §1.4)
+    messages = [{"role": "user", "content": f"hi #{next(_turns)}"}]
     response = client.post(
-        "/v1/chat/completions", json={"model": model, "messages": MESSAGES}
+        "/v1/chat/completions", json={"model": model, "messages": messages}
     )
     assert response.status_code == 200, response.text
     return response.json()["omniroute"]["served_model"]
