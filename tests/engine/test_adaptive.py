@@ -1,0 +1,498 @@
+"""Adaptive routing (spec 05 §3; examples E3, E4, E6, E8 of §4)."""
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from gateway.engine.adaptive import (
+    DEFAULT_LATENCY_MS,
+    AdaptiveCandidate,
+    LatencyEstimator,
+    all_cooling_choice,
+    better,
+    choose,
+    draw_pair,
+    first_draw_probabilities,
+    load,
+    plan_order,
+    pool_default,
+    select,
+    weights,
+)
+
+A, B, C = "pa/a@main", "pb/b@main", "pc/c@main"
+NOW = 1_000.0
+
+
+class Draws(random.Random):
+    """An RNG whose ``random()`` returns the given values, in order, and no more."""
+
+    def __init__(self, *values: float) -> None:
+        super().__init__(0)
+        self.values = list(values)
+
+    def random(self) -> float:
+        assert self.values, "more draws than expected"
+        return self.values.pop(0)
+
+
+class NoDraw(random.Random):
+    """An RNG that fails the test when asked for a number."""
+
+    def random(self) -> float:
+        raise AssertionError("no draw expected")
+
+
+def cand(key, index, **fields):
+    return AdaptiveCandidate(key=key, index=index, **fields)
+
+
+def weigh(cands, *, objective="balanced", fraction=0.05, warm_key=None, default=None):
+    return weights(
+        cands,
+        objective=objective,
+        min_weight_fraction=fraction,
+        warm_key=warm_key,
+        warm_weight=8.0,
+        default_latency=default if default is not None else DEFAULT_LATENCY_MS,
+    )
+
+
+def rounded(values, places=3):
+    return [round(v, places) for v in values]
+
+
+# --- E3: P2C -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def e3():
+    return [
+        cand(A, 0, latency_ms=400.0, in_flight=3),
+        cand(B, 1, latency_ms=800.0),
+        cand(C, 2, latency_ms=1600.0),
+    ]
+
+
+def test_e3_weights_are_the_fastest_estimate_over_each_estimate(e3):
+    assert weigh(e3, objective="latency") == [1.0, 0.5, 0.25]
+
+
+def test_e3_loads_are_estimate_times_in_flight_plus_one(e3):
+    assert [load(c, DEFAULT_LATENCY_MS) for c in e3] == [1600.0, 800.0, 1600.0]
+
+
+def test_e3_a_is_drawn_first_with_probability_one_over_one_point_seven_five(e3):
+    probabilities = first_draw_probabilities(weigh(e3, objective="latency"))
+
+    assert round(probabilities[0], 3) == 0.571
+    assert probabilities[0] == pytest.approx(1 / 1.75)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "winner"),
+    [
+        (0, 1, 1),  # (A, B) -> B: lower load
+        (0, 2, 0),  # (A, C) -> tie at 1 600, the higher weight wins: A
+        (2, 0, 0),  # ... whichever of the two was drawn first
+        (1, 2, 1),  # (B, C) -> B
+        (2, 1, 1),
+    ],
+)
+def test_e3_pairwise_rule(e3, first, second, winner):
+    w = weigh(e3, objective="latency")
+
+    chosen = better(
+        e3[first],
+        e3[second],
+        weight_a=w[first],
+        weight_b=w[second],
+        default_latency=DEFAULT_LATENCY_MS,
+    )
+
+    assert chosen is e3[winner]
+
+
+@pytest.mark.parametrize(
+    ("u1", "u2", "pair", "winner"),
+    [
+        # Σw = 1.75; A covers u1·Σ < 1, B < 1.5, C < 1.75
+        (0.1, 0.1, (0, 1), B),  # rest B, C: Σ = 0.75, B covers u2·Σ < 0.5
+        (0.1, 0.9, (0, 2), A),
+        (0.7, 0.9, (1, 2), B),  # rest A, C: Σ = 1.25, C covers 1 ≤ u2·Σ
+        (0.95, 0.1, (2, 0), A),
+    ],
+)
+def test_e3_draws_follow_the_cumulative_sums_in_declaration_order(
+    e3, u1, u2, pair, winner
+):
+    w = weigh(e3, objective="latency")
+
+    assert draw_pair(w, Draws(u1, u2)) == pair
+    chosen, reason = select(e3, w, Draws(u1, u2))
+    assert (chosen.key, reason) == (winner, "p2c")
+
+
+def test_a_tie_in_load_and_weight_goes_to_the_first_drawn():
+    x, y = cand(A, 0, latency_ms=500.0), cand(B, 1, latency_ms=500.0)
+
+    assert better(x, y, weight_a=1.0, weight_b=1.0, default_latency=1.0) is x
+    assert better(y, x, weight_a=1.0, weight_b=1.0, default_latency=1.0) is y
+
+
+# --- E4: price objectives ----------------------------------------------------------
+
+
+@pytest.fixture
+def e4():
+    return [
+        cand(key, index, latency_ms=500.0, price=price)
+        for index, (key, price) in enumerate(((A, 0.5), (B, 1.0), (C, 4.0)))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("objective", "before_floor", "after_floor", "first_draw"),
+    [
+        ("cost", [1, 0.25, 0.015625], [1, 0.25, 0.05], [0.769, 0.192, 0.038]),
+        ("balanced", [1, 0.5, 0.125], [1, 0.5, 0.125], [0.615, 0.308, 0.077]),
+        ("latency", [1, 1, 1], [1, 1, 1], [0.333, 0.333, 0.333]),
+    ],
+)
+def test_e4_price_objectives(e4, objective, before_floor, after_floor, first_draw):
+    assert weigh(e4, objective=objective, fraction=0.0) == before_floor
+    after = weigh(e4, objective=objective)
+    assert after == pytest.approx(after_floor)
+    assert rounded(first_draw_probabilities(after)) == first_draw
+
+
+def test_e4_twice_the_price_and_twice_as_fast_weighs_the_same_under_balanced():
+    cands = [
+        cand(A, 0, latency_ms=1000.0, price=1.0),
+        cand(B, 1, latency_ms=500.0, price=2.0),
+    ]
+
+    assert weigh(cands) == [0.5, 0.5]
+
+
+# --- E6: peak-EWMA -----------------------------------------------------------------
+
+
+def test_e6_peak_ewma():
+    estimator = LatencyEstimator()
+
+    estimator.sample(A, 500.0, 0.0)
+    assert estimator.estimate(A, 0.0) == 500.0
+
+    estimator.sample(A, 2000.0, 1.0)  # a peak replaces L
+    assert estimator.estimate(A, 1.0) == 2000.0
+
+    estimator.sample(A, 400.0, 6.0)  # w = e^-0.5
+    w = math.exp(-0.5)
+    assert round(w, 5) == 0.60653
+    assert estimator.estimate(A, 6.0) == pytest.approx(2000 * w + 400 * (1 - w))
+    assert round(estimator.estimate(A, 6.0), 2) == 1370.45
+
+    estimator.error_sample(A, 50.0, 7.0)  # a 502 after 50 ms: max(50, L)
+    assert round(estimator.estimate(A, 7.0), 2) == 1370.45
+
+    assert estimator.estimate(A, 37.0) is not None  # exactly 30 s: still fresh
+    assert estimator.estimate(A, 37.001) is None  # more than 30 s: unknown
+    assert pool_default([]) == 1000.0  # ... so D is used
+
+
+def test_an_error_raises_the_estimate_but_never_lowers_it():
+    estimator = LatencyEstimator()
+
+    estimator.error_sample(A, 300.0, 0.0)  # no L yet: the duration
+    assert estimator.estimate(A, 0.0) == 300.0
+    estimator.error_sample(A, 100.0, 1.0)
+    assert estimator.estimate(A, 1.0) == 300.0
+    estimator.error_sample(A, 900.0, 2.0)
+    assert estimator.estimate(A, 2.0) == 900.0
+
+
+def test_an_unsampled_key_is_unknown_and_idle():
+    estimator = LatencyEstimator()
+    estimator.started(A)
+
+    assert estimator.estimate(A, NOW) is None
+    assert estimator.estimate(B, NOW) is None
+    assert estimator.in_flight(B) == 0
+
+
+def test_an_out_of_order_sample_does_not_move_freshness_back():
+    estimator = LatencyEstimator()
+    estimator.sample(A, 500.0, 10.0)
+
+    estimator.sample(A, 100.0, 5.0)
+
+    assert estimator.estimate(A, 39.0) == 500.0
+
+
+def test_in_flight_counts_up_and_down_and_never_below_zero():
+    estimator = LatencyEstimator()
+    estimator.started(A)
+    estimator.started(A)
+    assert estimator.in_flight(A) == 2
+
+    for _ in range(3):
+        estimator.finished(A)
+    estimator.finished(B)  # never started
+
+    assert (estimator.in_flight(A), estimator.in_flight(B)) == (0, 0)
+    estimator.started(A)
+    assert estimator.in_flight(A) == 1
+
+
+# --- E8: warm cache and all-cooling ------------------------------------------------
+
+
+def test_e8_warm_cache_boosts_the_target_that_served_the_session():
+    cands = [cand(A, 0), cand(B, 1)]
+
+    w = weigh(cands, warm_key=A)
+
+    assert w == [8.0, 1.0]
+    assert first_draw_probabilities(w)[0] == pytest.approx(8 / 9)
+
+
+def test_a_warm_key_outside_the_eligible_set_boosts_nothing():
+    assert weigh([cand(A, 0), cand(B, 1)], warm_key=C) == [1.0, 1.0]
+
+
+def test_e8_all_cooling_chooses_the_one_that_recovers_first():
+    pairs = [(cand(A, 0), NOW + 12), (cand(B, 1), NOW + 40)]
+
+    assert all_cooling_choice(pairs).key == A
+
+
+@pytest.mark.parametrize(
+    ("weight_a", "weight_b", "expected"),
+    [(1.0, 2.0, B), (None, 1.0, A), (3.0, 3.0, A)],
+)
+def test_all_cooling_ties_go_to_higher_weight_then_declaration_order(
+    weight_a, weight_b, expected
+):
+    pairs = [
+        (cand(B, 1, base_weight=weight_b), NOW + 12),
+        (cand(A, 0, base_weight=weight_a), NOW + 12),
+    ]
+
+    assert all_cooling_choice(pairs).key == expected
+
+
+# --- standby, prices, pool default -------------------------------------------------
+
+
+def test_standby_stays_at_zero_and_is_chosen_without_a_draw_beside_one_target():
+    cands = [cand(A, 0, latency_ms=5000.0), cand(B, 1, base_weight=0, latency_ms=10.0)]
+
+    w = weigh(cands)
+
+    # the standby is faster, so it sets L_min (it is eligible), yet the floor does
+    # not lift it and it is never drawn
+    assert w == [pytest.approx(10 / 5000), 0.0]
+    assert select(cands, w, NoDraw()) == (cands[0], "single")
+
+
+def test_standby_is_never_drawn_while_a_positive_weight_is_eligible():
+    cands = [cand(A, 0), cand(B, 1), cand(C, 2, base_weight=0.0)]
+    w = weigh(cands, warm_key=C)
+    rng = random.Random(5)
+
+    drawn = Counter(key for _ in range(2000) for key in draw_pair(w, rng))
+
+    assert w[2] == 0.0
+    assert drawn[2] == 0
+
+
+def test_only_standby_candidates_weigh_as_if_configured_with_weight_one():
+    cands = [
+        cand(A, 0, base_weight=0, latency_ms=500.0),
+        cand(B, 1, base_weight=0, latency_ms=1000.0),
+    ]
+
+    assert weigh(cands) == [1.0, 0.5]
+
+
+def test_standby_is_tried_after_the_positive_weight_targets():
+    cands = [cand(A, 0, base_weight=0), cand(B, 1)]
+
+    order = plan_order(
+        cands,
+        estimator=None,
+        now=NOW,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8.0,
+        rng=NoDraw(),
+    )
+
+    assert [(c.key, reason) for c, reason in order] == [
+        (B, "single"),
+        (A, "failover"),
+    ]
+
+
+def test_an_unpriced_candidate_is_charged_the_highest_known_price():
+    cands = [cand(A, 0, price=0.5), cand(B, 1), cand(C, 2, price=1.0)]
+
+    assert weigh(cands) == [1.0, 0.5, 0.5]
+
+
+def test_with_no_known_price_the_price_factor_is_one():
+    cands = [cand(A, 0), cand(B, 1)]
+
+    assert weigh(cands, objective="cost") == [1.0, 1.0]
+
+
+def test_prices_below_one_cent_count_as_one_cent():
+    cands = [cand(A, 0, price=0.0), cand(B, 1, price=0.02)]
+
+    assert weigh(cands, objective="cost", fraction=0.0) == [1.0, 0.25]
+
+
+def test_unknown_estimates_count_as_the_pool_default():
+    cands = [cand(A, 0), cand(B, 1, latency_ms=500.0)]
+
+    assert weigh(cands, default=500.0) == [1.0, 1.0]
+    assert weigh(cands, default=1000.0) == [0.5, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("fresh", "expected"),
+    [
+        ([], 1000.0),
+        ([700.0], 700.0),
+        ([300.0, 100.0, 200.0], 200.0),
+        ([400.0, 100.0, 300.0, 200.0], 200.0),  # even count: the lower median
+    ],
+)
+def test_pool_default_is_the_lower_median_of_fresh_estimates(fresh, expected):
+    assert pool_default(fresh) == expected
+
+
+def test_select_computes_the_pool_default_from_the_candidates():
+    # D = lower median of (500, 900) = 500, so A (unknown) has load 500 < 900
+    cands = [cand(A, 0), cand(B, 1, latency_ms=500.0), cand(C, 2, latency_ms=900.0)]
+    pair_a_c = Draws(0.0, 0.99)
+
+    chosen, _ = select(cands, [1.0, 1.0, 1.0], pair_a_c)
+
+    assert chosen.key == A
+
+
+# --- the draw, the floor, one candidate --------------------------------------------
+
+
+def test_first_draw_frequencies_match_the_weights():
+    w = [1.0, 0.25, 0.05, 0.5]
+    rng = random.Random(20_000)
+    draws = 20_000
+
+    pairs = [draw_pair(w, rng) for _ in range(draws)]
+    firsts = Counter(a for a, _ in pairs)
+
+    assert all(a != b for a, b in pairs)
+    for index, weight in enumerate(w):
+        assert firsts[index] / draws == pytest.approx(weight / sum(w), abs=0.01)
+
+
+def test_a_single_candidate_is_chosen_without_a_draw():
+    only = cand(A, 0, latency_ms=123.0)
+
+    assert select([only], [1.0], NoDraw()) == (only, "single")
+
+
+@pytest.mark.parametrize(
+    ("fraction", "expected"),
+    [(0.0, [1.0, 0.25, 0.015625]), (0.5, [1.0, 0.5, 0.5])],
+)
+def test_min_weight_fraction_bounds(e4, fraction, expected):
+    assert weigh(e4, objective="cost", fraction=fraction) == expected
+
+
+@pytest.mark.parametrize("fraction", [-0.01, 0.51])
+def test_min_weight_fraction_outside_its_range_is_rejected(e4, fraction):
+    with pytest.raises(ValueError, match="min_weight_fraction"):
+        weigh(e4, fraction=fraction)
+
+
+def test_an_unknown_objective_is_rejected(e4):
+    with pytest.raises(ValueError, match="objective"):
+        weigh(e4, objective="fastest")
+
+
+def test_the_floor_applies_after_the_warm_boost():
+    cands = [cand(A, 0, latency_ms=100.0), cand(B, 1, latency_ms=10_000.0)]
+
+    # A: 1 × 8 = 8; B: 0.01, lifted to 0.05 × 8
+    assert weigh(cands, warm_key=A) == [8.0, 0.4]
+
+
+# --- the whole order ---------------------------------------------------------------
+
+
+def test_plan_order_reads_the_estimator_and_lists_every_candidate_once():
+    estimator = LatencyEstimator()
+    estimator.sample(A, 400.0, NOW - 1)
+    estimator.sample(B, 800.0, NOW - 1)
+    estimator.sample(C, 1600.0, NOW - 1)
+    for _ in range(3):
+        estimator.started(A)
+    cands = [cand(A, 0), cand(B, 1), cand(C, 2)]
+
+    order = plan_order(
+        cands,
+        estimator=estimator,
+        now=NOW,
+        objective="latency",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8.0,
+        rng=Draws(0.1, 0.1, 0.1, 0.9),  # (A, B) -> B; then (A, C) -> A; then C
+    )
+
+    assert [(c.key, reason) for c, reason in order] == [
+        (B, "p2c"),
+        (A, "failover"),
+        (C, "failover"),
+    ]
+    assert (order[1][0].latency_ms, order[1][0].in_flight) == (400.0, 3)
+
+
+def test_plan_order_equals_choosing_lazily_after_each_failure():
+    cands = [
+        cand(key, index, latency_ms=latency, price=price, base_weight=weight)
+        for index, (key, latency, price, weight) in enumerate(
+            [
+                (A, 300.0, 2.0, 1),
+                (B, None, None, 2),
+                (C, 900.0, 0.5, None),
+                ("combo:D", 450.0, 1.0, 0),
+            ]
+        )
+    ]
+    options = {
+        "objective": "cost",
+        "min_weight_fraction": 0.05,
+        "warm_key": C,
+        "warm_weight": 8.0,
+    }
+
+    planned = plan_order(
+        cands, estimator=None, now=NOW, rng=random.Random(9), **options
+    )
+    lazy, remaining, rng = [], list(cands), random.Random(9)
+    while remaining:
+        chosen, _ = choose(remaining, rng=rng, **options)
+        lazy.append(chosen)
+        remaining.remove(chosen)
+
+    assert [c for c, _ in planned] == lazy
+    assert sorted(c.key for c in lazy) == sorted(c.key for c in cands)
+    assert lazy[-1].key == "combo:D"  # the standby comes last
