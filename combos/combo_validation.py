@@ -180,7 +180,7 @@ def registered_router_strategies() -> tuple[str, ...]:
     strategies registered so far (spec 04 §8), in that order."""
     # The engine has no public listing of custom names yet; its registry is read here
     # and only here, so validation and routing cannot disagree about what exists.
-    custom = sorted(router_strategies._CUSTOM)
+    custom = router_strategies.registered_router_strategy_names()
     return (*router_strategies.BUILTIN_NAMES, *router_strategies.ALIASES, *custom)
 
 

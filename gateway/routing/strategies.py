@@ -315,6 +315,11 @@ _BY_KEY: Mapping[str, Callable[[Sequence[Scored]], Scored]] = MappingProxyType(
 _CUSTOM: dict[str, RouterStrategy] = {}
 
 
+def registered_router_strategy_names() -> list[str]:
+    """The custom strategies registered in this process, sorted."""
+    return sorted(_CUSTOM)
+
+
 def canonical_name(name: str) -> str:
     """The canonical name of an alias (eco, fast, sla); any other name unchanged."""
     return ALIASES.get(name, name)
