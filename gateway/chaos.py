@@ -22,7 +22,7 @@ from gateway.dispatch import dispatch
 from gateway.engine.composite import answer_text
 from gateway.engine.failover import Item
 from gateway.engine.types import Target
-from gateway.health_glue import conn_key
+from gateway.health_glue import attempt_abandoned, conn_key
 from gateway.responses import JSONReply
 from gateway.routing.pipeline import Decision
 from gateway.routing.types import Scored
@@ -181,3 +181,4 @@ def _cancelled(loop: AttemptLoop, target: Target, index: int, started: float) ->
         connection=target.connection.name,
     )
     loop.rec.add_attempt(target, item, started, None, result="cancelled")
+    attempt_abandoned(target)

@@ -150,6 +150,8 @@ class AttemptLoop:
     auto: dict[int, Decision] = field(default_factory=dict)
     #: candidate keys whose next attempt is a self-healing probe
     probes: set[str] = field(default_factory=set)
+    #: targets called although cooling (adaptive's all-cooling choice)
+    forced: set[str] = field(default_factory=set)
     controls: Controls | None = None
 
     @property
@@ -299,6 +301,7 @@ class AttemptLoop:
             self._skip(target, index, skip.reason, skip.retry_after_s)
         self.plans.append(plan)
         self.injected.update(plan.inject)
+        self.forced |= plan.forced
         return plan.targets
 
     def served(self, target: Target) -> None:
@@ -383,6 +386,8 @@ class AttemptLoop:
             self._skip(target, slot, "context_too_large")
         elif (unmet := self._unmet(target)) is not None:
             self._skip(target, slot, "capability_mismatch", unmet_param=unmet)
+        elif target.key in self.forced:
+            return False  # adaptive chose it although cooling (spec 05 §3.1)
         else:
             found = board.skip_reason(
                 connection,
@@ -400,7 +405,8 @@ class AttemptLoop:
     ) -> JSONReply | StreamReply | None:
         options = self._options(slot, target)
         connection = conn_key(target)
-        if not board.begin(connection, time.time(), options.timeout_ms / 1000):
+        claimed = board.begin(connection, time.time(), options.timeout_ms / 1000)
+        if not claimed and target.key not in self.forced:
             # another request took the half-open probe since the check above
             self._skip(target, index, "circuit_open", 1.0)
             return None
@@ -410,7 +416,8 @@ class AttemptLoop:
         try:
             reply = await self._call(slot, index, target, options)
         finally:
-            board.end(connection)
+            if claimed:
+                board.end(connection)
         if probe:
             self.probes.discard(target.key)
             last = self.items[-1] if self.items else None

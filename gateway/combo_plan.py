@@ -26,8 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from gateway.combo_session import SessionPlanning
 from gateway.engine.facts import cache_key, input_tokens
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
 from gateway.engine.strategies import REGISTRY, rendezvous_order
@@ -42,26 +41,19 @@ from gateway.engine.types import (
     Target,
 )
 from providers.health import Skip, board
-from providers.pins import pins
 from providers.target_stats import stats
-from telemetry import metrics
 
 MAX_DEPTH = 3  # spec 03 §2.1
 COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})
-#: strategies whose sessions keep their target (spec 05 §1.4)
-PIN_CAPABLE = frozenset(
-    {
-        "adaptive",
-        "weighted",
-        "round-robin",
-        "random",
-        "strict-random",
-        "p2c",
-        "least-used",
-    }
-)
 ALWAYS_EXPAND = frozenset(
-    {"reset-aware", "reset-window", "headroom", "quota-weighted", "cache-optimized"}
+    {
+        "reset-aware",
+        "reset-window",
+        "headroom",
+        "quota-weighted",
+        "cache-optimized",
+        "adaptive",
+    }
 )
 STATE_TTL_SECONDS = 24 * 3600
 SESSION_STATE_TTL_SECONDS = 30 * 60
@@ -108,6 +100,8 @@ class ComboPlan:
     relays: list[RelayPlan] = field(default_factory=list)
     #: target key -> handoff summary to add as a system message (§5.17)
     inject: dict[str, str] = field(default_factory=dict)
+    #: targets chosen although cooling (adaptive, all candidates cooling)
+    forced: set[str] = field(default_factory=set)
 
     def succeeded(self, target: PlannedUnit) -> None:
         for callback in self.on_success.get(target.key, ()):
@@ -157,7 +151,7 @@ def connection_quota(
     )
 
 
-class _Planner:
+class _Planner(SessionPlanning):
     def __init__(self, table: RoutingTable, facts: RequestFacts, now: float) -> None:
         self.table = table
         self.facts = facts
@@ -315,10 +309,13 @@ class _Planner:
         return found
 
     def order(self, combo: ComboInfo, depth: int = 1) -> list[PlannedUnit]:
+        skips_before = len(self.plan.skips)
         survivors = self.candidates(combo, depth)
+        name = combo.strategy.value
+        if name == "adaptive":
+            return self._adaptive(combo, survivors, skips_before)
         if not survivors:
             return []
-        name = combo.strategy.value
         strategy = REGISTRY.get(name, REGISTRY["priority"])
         state_key = _state_key(name, combo, self.facts)
         state = board.store.get(state_key) if state_key else None
@@ -356,13 +353,7 @@ class _Planner:
                     )
         if name == "context-relay" and state_key is not None and self.facts.session_key:
             self._relay(combo, state_key, survivors, result)
-        if honored is not None:
-            result = [honored, *(u for u in result if u is not honored)]
-        if scope is not None:
-            for unit in result:
-                if isinstance(unit, Target):
-                    self._pin_on_success(unit, scope)
-        return result
+        return self._pinned_first(result, scope, honored)
 
     def _expand(
         self,
@@ -378,66 +369,6 @@ class _Planner:
                 targets = self._connection_order(targets, strategy)
             result.extend(targets)
         return result
-
-    def _target_pin(
-        self,
-        combo: ComboInfo,
-        name: str,
-        survivors: list[tuple[Candidate, list[PlannedUnit]]],
-    ) -> tuple[str | None, Target | None]:
-        """Spec 05 §1.4: the pin scope, and the pinned target when it is honoured."""
-        session = self.facts.session_key
-        if (
-            session is None
-            or name not in PIN_CAPABLE
-            or combo.config.get("sessionAffinity", True) is False
-            or len(combo.targets) < 2  # noqa: PLR2004
-        ):
-            return None, None
-        scope = f"combo:{combo.id}"
-        pin = pins.get(session, scope)
-        if pin is None:
-            return scope, None
-        pinned = pin.get("target")
-        for _, units in survivors:
-            for unit in units:
-                if isinstance(unit, Target) and unit.key == pinned:
-                    self._affinity(combo, "honored")
-                    return scope, unit
-        skipped = next(
-            (skip for target, skip in self.plan.skips if target.key == pinned), None
-        )
-        if skipped is not None and skipped.reason == "busy":
-            self._affinity(combo, "bypassed")  # keep the pin; not for this request
-            return scope, None
-        pins.delete(session, scope)  # cooling, removed from the combo, or inactive
-        self._affinity(combo, "released")
-        return scope, None
-
-    @staticmethod
-    def _affinity(combo: ComboInfo, outcome: str) -> None:
-        metrics.bounded(metrics.ROUTING_SESSION_AFFINITY, combo.name, outcome).inc()
-
-    def _pin_on_success(self, target: Target, scope: str) -> None:
-        session = self.facts.session_key
-        assert session is not None
-
-        def write() -> None:
-            now = time.time()
-            old = pins.get(session, scope)
-            pinned_at = (
-                old.get("pinned_at", now)
-                if old is not None and old.get("target") == target.key
-                else now
-            )
-            pins.set(
-                session,
-                scope,
-                {"target": target.key, "pinned_at": pinned_at, "last_served_at": now},
-                pin_ttl_seconds(),
-            )
-
-        self.plan.on_success.setdefault(target.key, []).append(write)
 
     def _relay(
         self,
@@ -515,10 +446,6 @@ class _Planner:
             k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
         }
         return [*sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))]
-
-
-def pin_ttl_seconds() -> float:
-    return float(getattr(settings, "OMNIROUTE_SESSION_PIN_TTL_SECONDS", 3600))
 
 
 def request_facts(body: dict[str, Any], session_key: str | None = None) -> RequestFacts:

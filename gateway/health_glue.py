@@ -19,6 +19,7 @@ from gateway.engine.breaker import (
 from gateway.engine.failover import Item
 from gateway.engine.types import RoutingTable, Target
 from providers.health import board
+from providers.latency import latency
 from providers.live_window import window
 from providers.target_stats import stats
 from telemetry import metrics
@@ -101,6 +102,7 @@ def record_health(
     sample = window_result(item.reason, item.detail)
     if sample is not None:
         window.record(target.model_key, sample, item.latency_ms)
+    feed_latency(target, item, outcome, now)
     headers = getattr(outcome, "ratelimit", None)
     if headers:
         reading = ratelimits.parse(headers, now)
@@ -151,3 +153,39 @@ def remember_good(
 def attempt_started(target: Target) -> None:
     """Count the call in the target's stats (spec 03 §8.7) before it goes out."""
     stats.started(target.key, time.time())
+    latency.started(target.key)
+    metrics.bounded(metrics.ROUTING_IN_FLIGHT, target.key).inc()
+
+
+def attempt_abandoned(target: Target) -> None:
+    """A call cancelled without an outcome (a chaos member that lost the race)."""
+    stats.finished(target.key, time.time(), success=None)
+    latency.finished(target.key)
+    metrics.bounded(metrics.ROUTING_IN_FLIGHT, target.key).dec()
+
+
+_TRANSPORT = frozenset({"connection_error", "timeout"})
+
+
+def feed_latency(target: Target, item: Item, outcome: Any, now: float) -> None:
+    """Every attempt of every route feeds its target's estimate (05 §3.2)."""
+    key = target.key
+    latency.finished(key)
+    metrics.bounded(metrics.ROUTING_IN_FLIGHT, key).dec()
+    if item.reason == "client_cancelled":
+        return
+    duration_ms = float(item.latency_ms or 0)
+    if item.reason is None:
+        ttfb = getattr(outcome, "ttfb_s", None)
+        if ttfb is not None and getattr(outcome, "completion", None) is None:
+            sample = float(ttfb) * 1000  # a stream: time to first byte
+        else:
+            sample = float(getattr(outcome, "latency_s", 0.0) or 0.0) * 1000
+        latency.sample(key, sample or duration_ms, now)
+    elif item.reason in _TRANSPORT:
+        latency.sample(key, duration_ms, now)
+    else:
+        latency.error_sample(key, duration_ms, now)
+    estimate = latency.estimate(key, now)
+    if estimate is not None:
+        metrics.bounded(metrics.ROUTING_LATENCY_ESTIMATE, key).set(estimate)

@@ -24,7 +24,7 @@ from gateway.engine import relay as pure
 from gateway.engine.composite import answer_text
 from gateway.engine.plan import Options
 from gateway.engine.types import RoutingTable, Target
-from gateway.health_glue import conn_key
+from gateway.health_glue import attempt_abandoned, conn_key
 from providers.health import board
 
 logger = logging.getLogger("omniroute.gateway")
@@ -71,18 +71,21 @@ async def _handoff(
     resets_at: float | None,
 ) -> None:
     try:
-        outcome = await dispatch(
-            target,
-            body,
-            stream=False,
-            options=Options(
-                timeout_ms=table.settings.attempt_timeout_ms,
-                first_token_timeout_ms=None,
-                on=(),
-            ),
-            idle_timeout_ms=table.settings.stream_idle_timeout_ms,
-            created=int(time.time()),
-        )
+        try:
+            outcome = await dispatch(
+                target,
+                body,
+                stream=False,
+                options=Options(
+                    timeout_ms=table.settings.attempt_timeout_ms,
+                    first_token_timeout_ms=None,
+                    on=(),
+                ),
+                idle_timeout_ms=table.settings.stream_idle_timeout_ms,
+                created=int(time.time()),
+            )
+        finally:
+            attempt_abandoned(target)  # a side call: no stats, no health
         text = None
         failure = None
         if isinstance(outcome, proxy.AttemptResult):

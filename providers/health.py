@@ -271,6 +271,12 @@ class HealthBoard:
         for key in self.store.keys(f"heal:{slug}/"):
             if key.endswith(f"@{name}"):
                 self.store.delete(key)  # self-healing exclusions (spec 04 §6)
+        # statistics start afresh too: the live window and the latency estimates
+        from providers.latency import latency
+        from providers.live_window import window
+
+        window.forget_provider(slug)
+        latency.forget(slug, name)
 
 
 board = HealthBoard()

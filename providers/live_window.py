@@ -78,6 +78,12 @@ class LiveWindow:
             good_rate=ok / good_base if good_base else None,
         )
 
+    def forget_provider(self, provider: str) -> None:
+        """Drop the samples of every model of ``provider`` (admin health reset)."""
+        with self._lock:
+            for key in [k for k in self._samples if k.startswith(f"{provider}/")]:
+                del self._samples[key]
+
     def reset(self) -> None:
         with self._lock:
             self._samples.clear()

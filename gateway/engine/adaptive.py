@@ -94,6 +94,14 @@ class LatencyEstimator:
             track = self._tracks[key] = _Track()
         return track
 
+    def forget(self, provider: str, connection: str) -> None:
+        """Drop the estimates of one connection's targets (``provider/…@connection``);
+        in-flight counts stay, they track calls still running."""
+        for key, track in self._tracks.items():
+            if key.startswith(f"{provider}/") and key.endswith(f"@{connection}"):
+                track.latency_ms = None
+                track.t0 = 0.0
+
     def started(self, key: str) -> None:
         """An attempt on ``key`` started on this node."""
         self._track(key).in_flight += 1

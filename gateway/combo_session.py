@@ -1,0 +1,265 @@
+"""Session-aware parts of combo planning (spec 05 §1.4, §3): target pins for the
+pin-capable strategies and the ``adaptive`` strategy (weighted power of two choices
+over peak-EWMA latency × in-flight, the all-cooling exception, the warm cache).
+
+A mixin of ``gateway.combo_plan._Planner``: it reads the planner's table, request
+facts, clock and plan, and writes pins through ``providers.pins``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from gateway.engine import adaptive
+from gateway.engine.strategies.base import Candidate
+from gateway.engine.types import ComboInfo, PlannedUnit, RoutingTable, Target
+from providers.latency import latency
+from providers.pins import pins
+from telemetry import metrics
+
+if TYPE_CHECKING:
+    from gateway.combo_plan import ComboPlan, RequestFacts
+
+_rng = random.Random()
+
+#: strategies whose sessions keep their target (spec 05 §1.4)
+PIN_CAPABLE = frozenset(
+    {
+        "adaptive",
+        "weighted",
+        "round-robin",
+        "random",
+        "strict-random",
+        "p2c",
+        "least-used",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveTuning:
+    objective: str
+    min_weight_fraction: float
+    warm_weight: float
+    warm_ttl_s: float
+
+
+def adaptive_tuning(table: RoutingTable, combo: ComboInfo) -> AdaptiveTuning:
+    """``settings.adaptive`` with the combo's ``objective`` (spec 05 §3.7)."""
+    conf = table.settings.adaptive
+    objective = combo.config.get("objective") or conf.get("objective") or "balanced"
+    return AdaptiveTuning(
+        objective=str(objective),
+        min_weight_fraction=float(conf.get("min_weight_fraction", 0.05)),
+        warm_weight=float(conf.get("warm_cache_weight", 8)),
+        warm_ttl_s=float(conf.get("warm_cache_ttl_seconds", 600)),
+    )
+
+
+def pin_ttl_seconds() -> float:
+    return float(getattr(settings, "OMNIROUTE_SESSION_PIN_TTL_SECONDS", 3600))
+
+
+class SessionPlanning:
+    """Target pins and ``adaptive`` for the combo planner."""
+
+    table: RoutingTable
+    facts: RequestFacts
+    now: float
+    plan: ComboPlan
+
+    def _adaptive(
+        self,
+        combo: ComboInfo,
+        survivors: list[tuple[Candidate, list[PlannedUnit]]],
+        skips_before: int,
+    ) -> list[PlannedUnit]:
+        """Spec 05 §3: weighted P2C over peak-EWMA latency x in-flight, the whole
+        order drawn now (each later pick over the remaining candidates)."""
+        scope, honored = self._target_pin(combo, "adaptive", survivors)
+        if scope is not None:
+            for _, units in survivors:
+                for unit in units:
+                    if isinstance(unit, Target):
+                        self._pin_on_success(unit, scope)
+        if not survivors:
+            return self._all_cooling(combo, skips_before)
+        by_key = {c.key: units for c, units in survivors}
+        tuning = adaptive_tuning(self.table, combo)
+        warm = None
+        if (
+            combo.config.get("sessionAffinity", True) is False
+            and self.facts.session_key
+        ):
+            warm = self._warm_key(combo, tuning.warm_ttl_s)
+            self._remember_warm(combo, survivors)
+        pool = [
+            (c, u)
+            for c, u in survivors
+            if honored is None or not any(x is honored for x in u)
+        ]
+        order = adaptive.plan_order(
+            [self._adaptive_candidate(c) for c, _ in pool],
+            estimator=latency,
+            now=self.now,
+            objective=tuning.objective,
+            min_weight_fraction=tuning.min_weight_fraction,
+            warm_key=warm,
+            warm_weight=tuning.warm_weight,
+            rng=_rng,
+        )
+        result: list[PlannedUnit] = [honored] if honored is not None else []
+        for picked, reason in order:
+            if not result:
+                metrics.bounded(
+                    metrics.ROUTING_SELECTIONS, combo.name, picked.key, reason
+                ).inc()
+            result.extend(u for u in by_key[picked.key] if u is not honored)
+        if honored is not None:
+            metrics.bounded(
+                metrics.ROUTING_SELECTIONS, combo.name, honored.key, "session_pin"
+            ).inc()
+        return result
+
+    def _adaptive_candidate(self, candidate: Candidate) -> adaptive.AdaptiveCandidate:
+        model = candidate.model
+        price = None
+        if model is not None and (
+            model.input_cost is not None or model.output_cost is not None
+        ):
+            price = (model.input_cost or 0.0) + (model.output_cost or 0.0)
+        return adaptive.AdaptiveCandidate(
+            key=candidate.key,
+            index=candidate.index,
+            base_weight=candidate.weight,
+            price=price,
+        )
+
+    def _all_cooling(self, combo: ComboInfo, skips_before: int) -> list[PlannedUnit]:
+        """Every eligible candidate is cooling: call the one whose cooling ends
+        soonest (the one exception to "no fail-open", spec 05 §3.1)."""
+        cooling = [
+            (target, skip)
+            for target, skip in self.plan.skips[skips_before:]
+            if skip.reason != "busy"
+        ]
+        if not cooling:
+            return []
+        choice = adaptive.all_cooling_choice(
+            [
+                (
+                    adaptive.AdaptiveCandidate(key=t.key, index=i),
+                    self.now + (skip.retry_after_s or 0.0),
+                )
+                for i, (t, skip) in enumerate(cooling)
+            ]
+        )
+        target = cooling[choice.index][0]
+        self.plan.forced.add(target.key)
+        metrics.bounded(metrics.ROUTING_ALL_COOLING, combo.name).inc()
+        metrics.bounded(
+            metrics.ROUTING_SELECTIONS, combo.name, target.key, "all_cooling"
+        ).inc()
+        return [target]
+
+    def _warm_key(self, combo: ComboInfo, ttl_s: float) -> str | None:
+        assert self.facts.session_key is not None
+        record = pins.get(self.facts.session_key, f"warm:{combo.id}")
+        if record is None or self.now - record.get("last_served_at", 0) > ttl_s:
+            return None
+        return str(record.get("candidate"))
+
+    def _remember_warm(
+        self, combo: ComboInfo, survivors: list[tuple[Candidate, list[PlannedUnit]]]
+    ) -> None:
+        session = self.facts.session_key
+        assert session is not None
+        for candidate, units in survivors:
+            for unit in units:
+
+                def write(key: str = candidate.key) -> None:
+                    pins.set(
+                        session,
+                        f"warm:{combo.id}",
+                        {"candidate": key, "last_served_at": time.time()},
+                        pin_ttl_seconds(),
+                    )
+
+                self.plan.on_success.setdefault(unit.key, []).append(write)
+
+    def _target_pin(
+        self,
+        combo: ComboInfo,
+        name: str,
+        survivors: list[tuple[Candidate, list[PlannedUnit]]],
+    ) -> tuple[str | None, Target | None]:
+        """Spec 05 §1.4: the pin scope, and the pinned target when it is honoured."""
+        session = self.facts.session_key
+        if (
+            session is None
+            or name not in PIN_CAPABLE
+            or combo.config.get("sessionAffinity", True) is False
+            or len(combo.targets) < 2  # noqa: PLR2004
+        ):
+            return None, None
+        scope = f"combo:{combo.id}"
+        pin = pins.get(session, scope)
+        if pin is None:
+            return scope, None
+        pinned = pin.get("target")
+        for _, units in survivors:
+            for unit in units:
+                if isinstance(unit, Target) and unit.key == pinned:
+                    self._affinity(combo, "honored")
+                    return scope, unit
+        skipped = next(
+            (skip for target, skip in self.plan.skips if target.key == pinned), None
+        )
+        if skipped is not None and skipped.reason == "busy":
+            self._affinity(combo, "bypassed")  # keep the pin; not for this request
+            return scope, None
+        pins.delete(session, scope)  # cooling, removed from the combo, or inactive
+        self._affinity(combo, "released")
+        return scope, None
+
+    @staticmethod
+    def _affinity(combo: ComboInfo, outcome: str) -> None:
+        metrics.bounded(metrics.ROUTING_SESSION_AFFINITY, combo.name, outcome).inc()
+
+    def _pin_on_success(self, target: Target, scope: str) -> None:
+        session = self.facts.session_key
+        assert session is not None
+
+        def write() -> None:
+            now = time.time()
+            old = pins.get(session, scope)
+            pinned_at = (
+                old.get("pinned_at", now)
+                if old is not None and old.get("target") == target.key
+                else now
+            )
+            pins.set(
+                session,
+                scope,
+                {"target": target.key, "pinned_at": pinned_at, "last_served_at": now},
+                pin_ttl_seconds(),
+            )
+
+        self.plan.on_success.setdefault(target.key, []).append(write)
+
+    def _pinned_first(
+        self, result: list[PlannedUnit], scope: str | None, honored: Target | None
+    ) -> list[PlannedUnit]:
+        """An honoured pin goes first; a success anywhere in the combo (re)pins."""
+        if honored is not None:
+            result = [honored, *(u for u in result if u is not honored)]
+        if scope is not None:
+            for unit in result:
+                if isinstance(unit, Target):
+                    self._pin_on_success(unit, scope)
+        return result

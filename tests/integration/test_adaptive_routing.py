@@ -1,0 +1,83 @@
+"""``strategy: adaptive`` through the real gateway (spec 05 §3): traffic shifts
+away from a slow or cooling target and comes back when it recovers."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.integration
+_turns = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def adaptive_combo(gateway):
+    result = gateway.apply("""
+combos:
+  - name: nimble
+    strategy: adaptive
+    config: {objective: latency}
+    targets: [{model: pa/m1}, {model: pb/m2}]
+""")
+    assert result.returncode == 0, result.stderr
+    return gateway
+
+
+def _served(client) -> str:
+    response = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "nimble",
+            "messages": [{"role": "user", "content": f"hi #{next(_turns)}"}],
+        },
+    )
+    assert response.status_code == 200, response.text
+    omni = response.json()["omniroute"]
+    assert omni["strategy"] == "adaptive"
+    return omni["served_model"]
+
+
+def test_traffic_moves_to_the_faster_target(adaptive_combo, client, upstream):
+    upstream.add("m1", latency_ms=300)
+    served = [_served(client) for _ in range(20)]
+    # once both are measured, m2 has the lower load in every comparison
+    assert served[-6:] == ["pb/m2"] * 6, served
+
+
+def test_traffic_leaves_a_cooling_target_and_comes_back(
+    adaptive_combo, client, upstream
+):
+    for _ in range(4):
+        _served(client)
+    upstream.add("m2", status=429, headers={"retry-after": "60"})
+    upstream.add("m1", latency_ms=100)
+    assert {_served(client) for _ in range(6)} == {"pa/m1"}
+    upstream.reset()
+    adaptive_combo.reset_health()  # m2's cooldown is over
+    upstream.add("m1", latency_ms=200)
+    counts = Counter(_served(client) for _ in range(10))
+    assert counts["pb/m2"] >= 7
+
+
+def test_every_target_cooling_still_calls_the_one_that_recovers_first(
+    adaptive_combo, client, upstream
+):
+    upstream.add("m1", status=429, headers={"retry-after": "20"}, times=1)
+    upstream.add("m2", status=429, headers={"retry-after": "40"}, times=1)
+    first = client.post(
+        "/v1/chat/completions",
+        json={"model": "nimble", "messages": [{"role": "user", "content": "x"}]},
+    )
+    assert first.status_code == 429
+    # both cool now; the next request is still sent, to m1 (cooling ends first)
+    assert _served(client) == "pa/m1"
+
+
+def test_routing_metrics_are_exported(adaptive_combo, client, upstream):
+    _served(client)
+    text = httpx.get(f"{adaptive_combo.url}/metrics").text
+    assert "omniroute_routing_selections_total" in text
+    assert 'combo="nimble"' in text
