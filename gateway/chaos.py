@@ -16,6 +16,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from gateway import auto as auto_glue
 from gateway import proxy
 from gateway.context import StreamReply
 from gateway.dispatch import dispatch
@@ -85,27 +86,6 @@ async def run_chaos(
 ) -> JSONReply | StreamReply | None:
     by_key = {t.key: t for t in decision.order}
     members = [by_key[s.key] for s in panel(decision, max_panel()) if s.key in by_key]
-    body = loop.request.body
-    stream = loop.request.stream
-
-    async def call(target: Target) -> Finished:
-        options = loop._options(slot, target)
-        started = time.time()
-        connection = conn_key(target)
-        if not board.begin(connection, started, options.timeout_ms / 1000):
-            return target, None, started
-        try:
-            outcome = await dispatch(
-                target,
-                body,
-                stream=stream,
-                options=options,
-                idle_timeout_ms=loop.ctx.table.settings.stream_idle_timeout_ms,
-                created=int(started),
-            )
-            return target, outcome, started
-        finally:
-            board.end(connection)
 
     tasks: dict[asyncio.Task[Finished], tuple[Target, float]] = {}
     for target in members:
@@ -113,7 +93,7 @@ async def run_chaos(
             continue
         loop.calls += 1
         loop.attempted.add(target.key)
-        tasks[asyncio.create_task(call(target))] = (target, time.time())
+        tasks[asyncio.create_task(_member(loop, slot, target))] = (target, time.time())
     pending = set(tasks)
     try:
         while pending:
@@ -151,6 +131,39 @@ async def _first_good(
         elif isinstance(outcome, proxy.AttemptResult):
             loop._settle(target, index, outcome, started)
     return winner
+
+
+async def _member(loop: AttemptLoop, slot: Slot, target: Target) -> Finished:
+    """One panel member's call; a self-healing probe is settled here."""
+    options = loop._options(slot, target)
+    started = time.time()
+    connection = conn_key(target)
+    if not board.begin(connection, started, options.timeout_ms / 1000):
+        return target, None, started
+    probe = target.key in loop.probes
+    if probe:
+        auto_glue.probe_started(target)
+    try:
+        outcome = await dispatch(
+            target,
+            loop.attempt_body(target),
+            stream=loop.request.stream,
+            options=options,
+            idle_timeout_ms=loop.ctx.table.settings.stream_idle_timeout_ms,
+            created=int(started),
+        )
+    except asyncio.CancelledError:
+        if probe:
+            auto_glue.probe_finished(target, "client_cancelled", False)
+        raise
+    finally:
+        board.end(connection)
+    if probe:
+        failure = getattr(outcome, "failure", None)
+        auto_glue.probe_finished(
+            target, failure.reason.value if failure else None, _good(outcome)
+        )
+    return target, outcome, started
 
 
 async def _cancel(

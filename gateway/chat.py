@@ -415,6 +415,11 @@ class AttemptLoop:
             auto_glue.probe_started(target)
         try:
             reply = await self._call(slot, index, target, options)
+        except asyncio.CancelledError:
+            if probe:  # the probe stays pending; nothing is in flight any more
+                self.probes.discard(target.key)
+                auto_glue.probe_finished(target, "client_cancelled", False)
+            raise
         finally:
             if claimed:
                 board.end(connection)
@@ -434,21 +439,9 @@ class AttemptLoop:
         self.attempted.add(target.key)
         started_wall = time.time()
         try:
-            body = self.request.body
-            summary = self.injected.get(target.key)
-            if summary is not None:
-                body = with_handoff(body, summary)
-            effort = self.ctx.headers.get("x-omniroute-effort")
-            if effort is not None:
-                body = apply_effort(
-                    body,
-                    header=effort,
-                    provider_kind=target.provider.kind.value,
-                    capabilities=target.model.capabilities,
-                )
             outcome = await dispatch(
                 target,
-                body,
+                self.attempt_body(target),
                 stream=self.request.stream,
                 options=options,
                 idle_timeout_ms=self.ctx.table.settings.stream_idle_timeout_ms,
@@ -460,6 +453,22 @@ class AttemptLoop:
         if isinstance(outcome, proxy.OpenStream):
             return self._stream_reply(target, index, outcome, started_wall)
         return self._settle(target, index, outcome, started_wall)
+
+    def attempt_body(self, target: Target) -> dict[str, Any]:
+        """The body for one attempt: a relay handoff note, ``X-OmniRoute-Effort``."""
+        body = self.request.body
+        summary = self.injected.get(target.key)
+        if summary is not None:
+            body = with_handoff(body, summary)
+        effort = self.ctx.headers.get("x-omniroute-effort")
+        if effort is not None:
+            body = apply_effort(
+                body,
+                header=effort,
+                provider_kind=target.provider.kind.value,
+                capabilities=target.model.capabilities,
+            )
+        return body
 
     def _cancelled(self, target: Target, index: int, started_wall: float) -> None:
         latency = int((time.time() - started_wall) * 1000)

@@ -470,6 +470,8 @@ def _slot_report(
 ) -> dict[str, Any]:
     resolved = slot.resolved
     targets, whys, skipped, state = _plan_slot(run, slot, warnings)
+    auto = state.pop("auto_decision", None)
+    refused = state.pop("refusal", None)
     limit = run.table.settings.max_attempts_per_request
     kept = []
     for target, why in zip(targets, whys, strict=True):
@@ -496,9 +498,11 @@ def _slot_report(
         else "request",
         "route": resolved.route,
         "resolved": resolved.resolved_name,
-        "strategy": state["auto_decision"]["strategy"]
-        if "auto_decision" in state
+        "strategy": auto["strategy"]
+        if auto is not None
         else (combo.strategy.value if combo is not None else None),
+        "auto": auto,
+        "refusal": refused,
         "allow_list": _allow_list(run.key, slot),
         "targets": kept,
         "skipped": skipped,

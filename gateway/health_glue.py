@@ -130,7 +130,7 @@ def lkgp_key(table: RoutingTable, target: Target) -> str | None:
     via = target.via
     if via is None:
         return None
-    if via.startswith("auto"):
+    if via == "auto" or via.startswith("auto/"):  # a built-in id, not a combo name
         return f"lkgp:{via}"
     combo = table.combos.get(via.lower())
     return f"lkgp:{combo.id}" if combo is not None else None

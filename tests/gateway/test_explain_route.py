@@ -257,7 +257,7 @@ providers:
 
 def test_explain_without_credentials_is_no_healthy_candidate(table):
     [slot] = explain(table, "auto")["slots"]
-    assert slot["state"]["refusal"]["code"] == "no_healthy_candidate"
+    assert slot["refusal"]["code"] == "no_healthy_candidate"
 
 
 def test_explain_runs_the_auto_pipeline_without_side_effects(table):
@@ -267,7 +267,7 @@ def test_explain_runs_the_auto_pipeline_without_side_effects(table):
     [slot] = report["slots"]
     assert slot["route"] == "auto/cheap"
     assert slot["strategy"] == "rules"
-    decision = slot["state"]["auto_decision"]
+    decision = slot["auto"]
     assert decision["route"] == "auto/cheap"
     assert decision["candidates_considered"] == 4
     assert len(slot["targets"]) == 3
@@ -280,4 +280,11 @@ def test_explain_auto_shows_the_filters_that_fell_open(table):
     table = build_table()
     report = explain(table, "auto/reasoning:pro")
     [slot] = report["slots"]
-    assert slot["state"]["auto_decision"]["filter_fell_open"] == ["category", "tier"]
+    assert slot["auto"]["filter_fell_open"] == ["category", "tier"]
+
+
+def test_explain_route_text_output_for_auto(table):
+    import_config(KEYED)
+    out = run("auto/cheap")
+    assert "auto: task default, weights cost-saver" in out
+    assert "decided by rules" in out

@@ -37,6 +37,20 @@ def _slot_lines(slot: dict[str, Any]) -> list[str]:
             else "nothing written before dispatch"
         )
         lines.append(f"  state {key}: read {_json(record['read'])}; {change}")
+    auto = slot.get("auto")
+    if auto:
+        lines.append(
+            f"  auto: task {auto['task_type']}, weights {auto['weights_source']},"
+            f" decided by {auto['strategy']}, explored {auto['explored']},"
+            f" incident mode {auto['incident_mode']},"
+            f" filters fell open {auto['filter_fell_open'] or 'none'},"
+            f" {auto['candidates_considered']} candidates scored"
+        )
+    refusal = slot.get("refusal")
+    if refusal:
+        lines.append(
+            f"  refused: {refusal['status']} {refusal['code']}: {refusal['message']}"
+        )
     lines.append("  targets:" if slot["targets"] else "  targets: none")
     lines.extend(
         f"    {t['position']}. {t['target']}  {t['why']}" for t in slot["targets"]
