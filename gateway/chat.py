@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from gateway import auto as auto_glue
-from gateway import proxy, relay
+from gateway import proxy, relay, smart_routes
 from gateway.accounting import (
     result_of,
 )
@@ -93,10 +93,12 @@ async def handle_chat(
         request = parse_chat_request(raw)
         run.stream = request.stream
         run.requested_model = request.entries[0].model
-        warnings: list[str] = []
-        chain = build_chain(
+        session = request_session(ctx.headers, request, key)
+        if session is not None:
+            run.session_id, run.session_source = session.id, session.source
+        scoped = session_key(key, session)
+        entries, tier = smart_routes.apply(
             ctx.table,
-            key,
             tuple(
                 EntrySpec(
                     model=e.model,
@@ -106,25 +108,42 @@ async def handle_chat(
                 )
                 for e in request.entries
             ),
+            request.body,
+            ctx.headers,
+            scoped,
+        )
+        if tier is not None:
+            run.smart(tier)
+        warnings: list[str] = []
+        chain = build_chain(
+            ctx.table,
+            key,
+            entries,
             explicit=request.explicit_chain,
             warnings=warnings,
         )
     except (RequestError, ChainError) as exc:
-        return refusal(ctx, exc, run)
+        return _with_tier(refusal(ctx, exc, run), run)
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
-    session = request_session(ctx.headers, request, key)
-    if session is not None:
-        run.session_id, run.session_source = session.id, session.source
     loop = AttemptLoop(
         ctx=ctx,
         key=key,
         request=request,
         chain=chain,
         rec=run,
-        session_key=session_key(key, session),
+        session_key=scoped,
     )
-    return await loop.run()
+    return _with_tier(await loop.run(), run)
+
+
+def _with_tier(
+    reply: JSONReply | StreamReply, run: RunRecord
+) -> JSONReply | StreamReply:
+    """Spec 05 §2.4: the tier headers on every answer of a smart alias."""
+    if run.tier_outcome is not None:
+        reply.headers.extend(run.tier_outcome.headers())
+    return reply
 
 
 @dataclass(slots=True, kw_only=True)
@@ -581,7 +600,7 @@ class AttemptLoop:
         elif served_slot is not None and served_slot.resolved.combo is not None:
             strategy = served_slot.resolved.combo.strategy.value
         data: dict[str, Any] = {
-            "requested_model": first.entry.model,
+            "requested_model": first.entry.alias or first.entry.model,
             "served_model": target.model_key,
             "provider": target.provider.slug,
             "connection": target.connection.name,

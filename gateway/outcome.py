@@ -46,6 +46,8 @@ class RunRecord:
     session_source: str | None = None
     #: the auto engine's decision record (spec 04 §4 step 8)
     auto_decision: dict[str, Any] | None = None
+    #: smart tier routing of the first alias entry (spec 05 §2.4)
+    tier_outcome: Any = None
     route: str = "unresolved"
     strategy: str | None = None
     served: Target | None = None
@@ -209,6 +211,24 @@ class RunRecord:
         self.client_disconnected = True
         self.attempt_count = max(self.attempt_count, len(self.attempts))
 
+    def smart(self, outcome: Any) -> None:
+        """Remember the smart-routing outcome (headers, log fields)."""
+        self.tier_outcome = outcome
+
+    def _tier_fields(self) -> dict[str, Any]:
+        tier = self.tier_outcome
+        if tier is None:
+            return {}
+        return {
+            "smart_alias": tier.alias,
+            "smart_mode": tier.mode,
+            "tier": tier.tier,
+            "tier_source": tier.source,
+            "tier_score": tier.score,
+            "tier_signals": list(tier.signals),
+            "tier_target": tier.target,
+        }
+
     def rows(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         finished = self.finished_at or time.time()
         served = self.served
@@ -225,6 +245,7 @@ class RunRecord:
             "session_id": self.session_id,
             "session_source": self.session_source,
             "auto_decision": self.auto_decision,
+            **self._tier_fields(),
             "strategy": self.strategy,
             "served_model": served.model_key if served else None,
             "provider": served.provider.slug if served else None,

@@ -97,7 +97,7 @@ WEBHOOK_ENQUEUE_FAILURES = Counter(
     "Webhook deliveries not handed on (broker unreachable, buffer full, insert failed)",
 )
 CONFIG_VERSION = Gauge("omniroute_config_version", "Config snapshot version in use")
-# --- smart routing and adaptive (spec 05 §2.4, §3.8) ------------------------------------
+# --- smart routing and adaptive (spec 05 §2.4, §3.8) ---------------------------------
 SMART_SCORE_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 22)
 SMARTROUTE_REQUESTS = Counter(
     "omniroute_smartroute_requests_total",

@@ -15,7 +15,7 @@ All functions are pure over the routing table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.engine.autoids import UnknownAutoVariant
 from gateway.engine.errors import RETRYABLE_REASONS
@@ -51,6 +51,8 @@ class EntrySpec:
     param: str
     timeout_ms: int | None = None
     first_token_timeout_ms: int | None = None
+    #: the smart alias this entry was sent as (spec 05 §2.1); ``model`` is its target
+    alias: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,7 +133,12 @@ def resolve_entries(
         if isinstance(outcome, Resolved)
     ]
     for slot in slots:
-        if not is_allowed(key, slot.entry.model, slot.resolved):
+        alias = slot.entry.alias
+        if alias is not None:  # spec 05 §2.1: the alias as sent, not its target
+            regexes = key.allowed_regexes
+            if regexes is not None and not any(matches(r, alias) for r in regexes):
+                raise _not_allowed(replace(slot.entry, model=alias))
+        elif not is_allowed(key, slot.entry.model, slot.resolved):
             raise _not_allowed(slot.entry)
     return slots
 

@@ -268,7 +268,9 @@ def test_models_list_has_auto_ids_with_limits(auto_gateway, client):
     assert auto["auto"]["max_output_tokens"] > 0
 
 
-def test_auto_keeps_a_session_on_its_last_good_candidate(auto_gateway, client, upstream):
+def test_auto_keeps_a_session_on_its_last_good_candidate(
+    auto_gateway, client, upstream
+):
     session = {"X-Session-Id": f"auto-session-{next(_turns)}"}
     first = _ask(client, "auto", headers={**session, "X-OmniRoute-Mode": "cheap"})
     assert first.json()["omniroute"]["strategy"] == "rules"

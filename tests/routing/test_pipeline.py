@@ -44,9 +44,7 @@ def _provider(slug, model_id, conn, account_tier, **model_fields):
         kind=ProviderKind.OPENAI,
         base_url=f"http://{slug}.test/v1",
         connections=(
-            ConnectionInfo(
-                provider=slug, name=conn, api_key="sk-x", tier=account_tier
-            ),
+            ConnectionInfo(provider=slug, name=conn, api_key="sk-x", tier=account_tier),
         ),
         models=MappingProxyType({model_id: model}),
     )
