@@ -118,6 +118,12 @@ def record_health(
             )
     circuit = board.describe_circuit(connection, now)
     metrics.bounded(metrics.CIRCUIT_STATE, connection).set(_CIRCUIT_VALUE[circuit])
+    if trigger is not None:  # spec 05 §3.8: a health penalty this attempt started
+        metrics.bounded(metrics.ROUTING_COOLDOWNS, target.key, trigger).inc()
+    cooling = board.skip_reason(connection, target.model.model_id, 0, now) is not None
+    metrics.bounded(metrics.ROUTING_COOLDOWN_ACTIVE, target.key).set(
+        1 if cooling else 0
+    )
     return trigger
 
 
