@@ -352,8 +352,25 @@ class SmartRouteForm(forms.ModelForm):
 @admin.register(SmartRoute)
 class SmartRouteAdmin(ConfigAdmin):
     form = SmartRouteForm
-    list_display = ("alias", "easy", "hard", "threshold", "session_ttl_seconds")
+    list_display = (
+        "alias",
+        "easy",
+        "hard",
+        "threshold",
+        "session_ttl_seconds",
+        "details_link",
+    )
     search_fields = ("alias", "easy", "hard")
+    # adds a "Details" button: the alias's page of the last 24 h and its tester,
+    # served by the gateway app and linked by URL name only (no import upwards)
+    change_form_template = "admin/combos/smartroute/change_form.html"
+
+    @admin.display(description="details")
+    def details_link(self, obj: SmartRoute) -> str:
+        return format_html(
+            '<a href="{}">Details</a>',
+            reverse("smart-route-detail", args=[obj.alias]),
+        )
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_smart_route(form.config_data, instance)

@@ -190,7 +190,8 @@ def _keys() -> dict[str, KeyPolicy]:
     return result
 
 
-def _settings() -> SettingsInfo:
+def read_settings() -> SettingsInfo:
+    """The ``settings:`` row with every default filled in (one query)."""
     row = GatewaySettings.objects.order_by("id").first()
     data = dict(row.data) if row is not None else {}
     return SettingsInfo(
@@ -254,7 +255,7 @@ def build_table() -> RoutingTable:
         keys_by_digest=MappingProxyType(_keys()),
         smart_routes=MappingProxyType(smart),
         bare_models=MappingProxyType({k: tuple(v) for k, v in bare.items()}),
-        settings=_settings(),
+        settings=read_settings(),
         webhooks=_webhooks(),
         overrides=MappingProxyType(_overrides()),
     )

@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from gateway import auto_views, views
+from gateway.admin_smart import smart_route_view
 from gateway.admin_views import explain_route_view
 
 urlpatterns = [
@@ -12,6 +13,11 @@ urlpatterns = [
         "admin/explain-route/",
         admin.site.admin_view(explain_route_view),
         name="explain-route",
+    ),
+    path(
+        "admin/smart-routes/<path:alias>/",
+        admin.site.admin_view(smart_route_view),
+        name="smart-route-detail",
     ),
     path("admin/", admin.site.urls),
     path("api/combos/auto", auto_views.AutoCombosView.as_view(), name="combos-auto"),
