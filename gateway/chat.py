@@ -111,6 +111,7 @@ async def handle_chat(
             request.body,
             ctx.headers,
             scoped,
+            key=key,
         )
         if tier is not None:
             run.smart(tier)

@@ -212,6 +212,8 @@ class _Planner(SessionPlanning):
                 else f"{model.key}@*"
             )
             share = (weight / len(targets)) if (expand and weight) else weight
+            if expand and weight is None and combo.strategy is Strategy.ADAPTIVE:
+                share = 1 / len(targets)  # spec 05 §3.1: the weight 1 split evenly
             snaps = [stats.snapshot(t.key, self.now) for t in alive]
             conn_key = f"{provider.slug}@{connection.name}" if connection else ""
             result.append(
@@ -348,6 +350,8 @@ class _Planner(SessionPlanning):
         if ordering.on_success is not None and state_key is not None:
             for candidate in ordering.order:
                 for target in by_key[candidate.key]:
+                    if target is honored:
+                        continue  # an honoured pin moves no shared sticky state
                     self._remember(
                         target, state_key, candidate.key, ordering.on_success
                     )

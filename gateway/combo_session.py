@@ -101,7 +101,7 @@ class SessionPlanning:
         pool = [
             (c, u)
             for c, u in survivors
-            if honored is None or not any(x is honored for x in u)
+            if honored is None or any(x is not honored for x in u)
         ]
         order = adaptive.plan_order(
             [self._adaptive_candidate(c) for c, _ in pool],

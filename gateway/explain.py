@@ -60,6 +60,7 @@ from gateway.routing.pipeline import AutoRequest, decide
 from gateway.routing.pool import AutoRoute, servable
 from gateway.sessions import request_session, session_key
 from providers.health import board, health_view
+from providers.pins import dry_run as pin_dry_run
 from providers.state_store import StateStore
 
 DRY_RUN_NOTE = (
@@ -161,7 +162,8 @@ def _dry_run_store() -> Iterator[_Overlay]:
         board.store = _Routed(real)
         token = _dry_run.set(overlay)
         try:
-            yield overlay
+            with pin_dry_run():  # session pins stay untouched as well
+                yield overlay
         finally:
             _dry_run.reset(token)
             board.store = real

@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.engine import smart
+from gateway.engine.globs import matches
 from gateway.engine.plan import EntrySpec
-from gateway.engine.types import RoutingTable, SmartRouteInfo
+from gateway.engine.types import KeyPolicy, RoutingTable, SmartRouteInfo
 from providers.pins import pins
 from telemetry import metrics
 
@@ -122,6 +123,7 @@ def apply(
     headers: Mapping[str, str],
     session_key: str | None,
     now: float | None = None,
+    key: KeyPolicy | None = None,
 ) -> tuple[tuple[EntrySpec, ...], TierOutcome | None]:
     """The entries with every alias replaced by its tier target, and the first
     alias's outcome (None: no alias, or ``smart_routing_mode: off``)."""
@@ -143,6 +145,10 @@ def apply(
         if route is None:
             result.append(entry)
             continue
+        if key is not None and not _allowed(key, route.alias):
+            # refused when the chain is built; no tier, pin, header or metric
+            result.append(_substituted(entry, route.hard))
+            continue
         decision, verdict = _decide(route, body, headers, session_key, verdict, now)
         _store(session_key, route, decision.write_pin)
         signals = tuple(verdict.signals) if verdict is not None else ()
@@ -163,6 +169,11 @@ def apply(
         result.append(_substituted(entry, used))
         first = first or outcome
     return tuple(result), first
+
+
+def _allowed(key: KeyPolicy, alias: str) -> bool:
+    regexes = key.allowed_regexes
+    return regexes is None or any(matches(r, alias) for r in regexes)
 
 
 def _substituted(entry: EntrySpec, target: str) -> EntrySpec:

@@ -12,10 +12,27 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 DEFAULT_MAX_PINS = 10_000
+_MISSING = object()
+#: a dry run's private writes (explain route): reads see them first, the real pins
+#: are never changed while it is set
+_overlay: ContextVar[dict[str, Any] | None] = ContextVar("pin_overlay", default=None)
+
+
+@contextmanager
+def dry_run() -> Iterator[dict[str, Any]]:
+    """Pin writes inside this block stay in a private overlay (explain route)."""
+    writes: dict[str, Any] = {}
+    token = _overlay.set(writes)
+    try:
+        yield writes
+    finally:
+        _overlay.reset(token)
 
 
 class PinStore:
@@ -33,6 +50,10 @@ class PinStore:
 
     def get(self, session_key: str, scope: str) -> dict[str, Any] | None:
         key = self.key(session_key, scope)
+        overlay = _overlay.get()
+        if overlay is not None and key in overlay:
+            value: dict[str, Any] | None = overlay[key]
+            return value
         found = self._pins.get(key)
         if found is None:
             return None
@@ -47,6 +68,10 @@ class PinStore:
         self, session_key: str, scope: str, value: dict[str, Any], ttl_s: float
     ) -> None:
         key = self.key(session_key, scope)
+        overlay = _overlay.get()
+        if overlay is not None:
+            overlay[key] = value
+            return
         now = self.clock()
         with self._lock:
             if key not in self._pins and len(self._pins) >= self.max_pins:
@@ -54,6 +79,10 @@ class PinStore:
             self._pins[key] = (now + ttl_s, value)
 
     def delete(self, session_key: str, scope: str) -> None:
+        overlay = _overlay.get()
+        if overlay is not None:
+            overlay[self.key(session_key, scope)] = None
+            return
         with self._lock:
             self._pins.pop(self.key(session_key, scope), None)
 
