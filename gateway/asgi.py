@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway import feed
 from gateway.chat import handle_chat
 from gateway.context import (
     ChatContext,
@@ -100,7 +101,8 @@ def _declared_length(headers: dict[str, str]) -> int | None:
 
 
 class Persist:
-    """Receives the finished run and writes it (queued, or inline in sync mode)."""
+    """Receives the finished run, writes it (queued, or inline in sync mode) and
+    publishes it to the live routing feed."""
 
     __slots__ = ("run", "table")
 
@@ -120,6 +122,7 @@ class Persist:
         if run.events and self.table is not None:
             webhooks.publish_events(run.events, self.table)
         request, attempts = run.rows()
+        feed.publish(request, attempts)  # a background task; never awaited here
         if settings.OMNIROUTE_LOG_SYNC:
             try:
                 await asyncio.to_thread(recorder.record_now, request, attempts)

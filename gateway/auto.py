@@ -3,8 +3,10 @@ the request headers, self-healing probes, and the chaos fan-out.
 
 ``plan_auto(loop, slot)`` turns an ``auto…`` slot (or a persisted ``strategy: auto``
 combo) into an attempt order by running ``gateway.routing.pipeline.decide`` over the
-routing table snapshot, the health board, the quota readings, the live window and
-the healing entries of the state store.  Nothing here queries the database.
+routing table snapshot, the health board, the quota readings, the 24 h statistics
+(``gateway.stats_cache``), the Arena fitness (``gateway.arena_cache``, only while
+``OMNIROUTE_ARENA_ELO_SYNC_ENABLED``), the live window and the healing entries of the
+state store.  Nothing here queries the database.
 """
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
+from gateway.arena_cache import cache as arena_cache
+from gateway.arena_cache import category_for
 from gateway.combo_plan import connection_quota
 from gateway.engine.plan import Slot
 from gateway.engine.resolve import RouteKind
@@ -30,6 +37,7 @@ from gateway.routing.pipeline import (
     decide,
 )
 from gateway.routing.pool import AutoRoute, for_combo, servable
+from gateway.stats_cache import cache as stats_cache
 from providers.health import board
 from providers.http import post_json
 from providers.live_window import window
@@ -90,7 +98,17 @@ def _conn(target: Target) -> str:
 
 
 def live_stats(target: Target) -> Stats | None:
-    """§3.1: the 24 h rows come with the jobs; until then the live window."""
+    """§3.1: the 24 h row of the (provider, model, connection), else of the
+    (provider, model, *), else the live window; None when none has data.
+
+    The rows come from the in-memory cache, never the database.  Servers without
+    lifespan events start its refresher here, on the first auto request."""
+    stats_cache.start()
+    row = stats_cache.lookup(
+        target.provider.slug, target.model.model_id, target.connection.name
+    )
+    if row is not None:
+        return row
     found = window.stats(target.model_key)
     if found is None:
         return None
@@ -101,6 +119,21 @@ def live_stats(target: Target) -> Stats | None:
         failure_rate=found.failure_rate,
         good_rate=found.good_rate,
     )
+
+
+def _no_elo(model_id: str, task: str) -> float | None:
+    return None
+
+
+def arena_elo(now: float) -> Callable[[str, str], float | None]:
+    """Spec 04 §9.2 source 1: the stored Arena fitness of a model for a task (the
+    coding board for coding and debugging, overall otherwise), from the in-memory
+    cache; never an answer while the sync is switched off, whatever is stored.
+    Servers without lifespan events start the cache's refresher here."""
+    if not settings.OMNIROUTE_ARENA_ELO_SYNC_ENABLED:
+        return _no_elo
+    arena_cache.start()
+    return lambda model, task: arena_cache.fitness(model, category_for(task), now)
 
 
 def environment(
@@ -151,6 +184,7 @@ def environment(
         excluded=excluded,
         lkgp_record=lkgp,
         nadir_post=post_json,
+        elo=arena_elo(now),
     )
 
 

@@ -12,6 +12,8 @@ from collections import defaultdict
 from types import MappingProxyType
 from typing import Any
 
+from django.conf import settings
+
 from combos.models import (
     ApiKey,
     CandidateOverride,
@@ -39,6 +41,7 @@ from gateway.engine.types import (
 )
 from gateway.engine.types import GatewaySettings as SettingsInfo
 from providers import crypto
+from providers.catalog import CatalogIndex, fill_model_info, load_index
 from providers.models import ConfigRevision, Connection, Provider, ProviderModel
 from telemetry.models import WebhookEndpoint
 
@@ -65,9 +68,12 @@ def _secret(connection: Connection) -> str | None:
     return None
 
 
-def _model_info(row: ProviderModel, slug: str) -> ModelInfo:
+def _model_info(
+    row: ProviderModel, slug: str, catalog: CatalogIndex | None = None, kind: str = ""
+) -> ModelInfo:
+    """The configured row; its empty fields filled from the matching catalog row."""
     caps = row.capabilities
-    return ModelInfo(
+    info = ModelInfo(
         provider=slug,
         model_id=row.model_id,
         position=row.position,
@@ -80,6 +86,9 @@ def _model_info(row: ProviderModel, slug: str) -> ModelInfo:
         capabilities=frozenset(caps) if isinstance(caps, list) else None,
         tier=row.tier or None,
     )
+    if catalog is None:
+        return info
+    return fill_model_info(info, catalog.match(slug, kind, row.model_id))
 
 
 def _providers() -> dict[str, ProviderInfo]:
@@ -90,9 +99,16 @@ def _providers() -> dict[str, ProviderInfo]:
     for conn in Connection.objects.filter(active=True).order_by("priority", "name"):
         connections[conn.provider_id].append(conn)
     result: dict[str, ProviderInfo] = {}
-    for provider in Provider.objects.all():
+    providers = list(Provider.objects.all())
+    index = load_index(
+        ((p.slug, p.kind) for p in providers), settings.OMNIROUTE_CATALOG_PROVIDER_MAP
+    )
+    for provider in providers:
         slug = provider.slug
-        catalog = {m.model_id: _model_info(m, slug) for m in models[provider.id]}
+        catalog = {
+            m.model_id: _model_info(m, slug, index, provider.kind)
+            for m in models[provider.id]
+        }
         conns = tuple(
             ConnectionInfo(
                 provider=slug,
@@ -110,8 +126,11 @@ def _providers() -> dict[str, ProviderInfo]:
         position = len(catalog)
         for info in conns:  # a default model without a catalog row is servable
             if info.default_model and info.default_model not in catalog:
-                catalog[info.default_model] = ModelInfo(
-                    provider=slug, model_id=info.default_model, position=position
+                catalog[info.default_model] = fill_model_info(
+                    ModelInfo(
+                        provider=slug, model_id=info.default_model, position=position
+                    ),
+                    index.match(slug, provider.kind, info.default_model),
                 )
                 position += 1
         lower: dict[str, list[str]] = defaultdict(list)

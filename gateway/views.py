@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import orjson
 from django.conf import settings
-from django.db import connection
+from django.db import close_old_connections, connection
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -18,7 +20,10 @@ from gateway.engine.types import KeyPolicy, RoutingTable
 from gateway.requests import RequestError
 from gateway.responses import error_body
 from gateway.state import tables
+from providers.models import JobRun
 from telemetry import metrics
+
+logger = logging.getLogger("omniroute.gateway")
 
 
 def _error(exc: RequestError) -> HttpResponse:
@@ -130,7 +135,34 @@ async def metrics_view(request: HttpRequest) -> HttpResponse:
     table = tables.table
     if table is not None:
         metrics.CONFIG_VERSION.set(table.version)
+    if time.monotonic() - _job_gauge_read[0] >= JOB_GAUGE_CACHE_SECONDS:
+        _job_gauge_read[0] = time.monotonic()
+        try:
+            await asyncio.to_thread(_read_job_successes)
+        except Exception:  # noqa: BLE001 - a scrape never fails for this gauge
+            logger.warning("metrics: could not read the last job successes")
     return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+
+
+JOB_GAUGE_CACHE_SECONDS = 30.0  # spec 06 §2
+_job_gauge_read = [-JOB_GAUGE_CACHE_SECONDS]
+
+
+def _read_job_successes() -> None:
+    """``omniroute_job_last_success_timestamp_seconds{job}`` from ``JobRun``."""
+    try:
+        rows = (
+            JobRun.objects.filter(outcome__in=("success", "unchanged"))
+            .values("job")
+            .annotate(last=Max("finished_at"))
+        )
+        for row in rows:
+            if row["last"] is not None:
+                metrics.bounded(metrics.JOB_LAST_SUCCESS, row["job"]).set(
+                    row["last"].timestamp()
+                )
+    finally:
+        close_old_connections()
 
 
 async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:

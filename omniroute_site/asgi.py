@@ -4,7 +4,8 @@
   imports spilled log rows; shutdown flushes the request log and closes clients.
 * ``http``: the two chat paths go to the lean front door (``gateway.asgi``);
   everything else (admin, REST API, ops endpoints, ``/v1/models``) to Django.
-* ``websocket``: Channels (the live routing feed).
+* ``websocket``: Channels: ``/ws/routing/`` (the live routing feed, staff only);
+  every other path is closed with 4404 (``omniroute_site.websocket``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ django_app = get_asgi_application()
 
 from gateway import lifecycle  # noqa: E402  (needs the app registry)
 from gateway.asgi import CHAT_PATHS, chat_app  # noqa: E402
+from omniroute_site.websocket import build_websocket_app  # noqa: E402
+
+websocket_app = build_websocket_app()
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
@@ -47,6 +51,4 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     elif kind == "lifespan":
         await _lifespan(receive, send)
     elif kind == "websocket":
-        from omniroute_site.websocket import websocket_app
-
         await websocket_app(scope, receive, send)

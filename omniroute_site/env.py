@@ -7,6 +7,7 @@ may come from ``NAME_FILE`` instead of ``NAME``.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -62,3 +63,19 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_json_object(name: str) -> dict[str, str]:
+    """A JSON object of strings (``{"gemini": "google"}``); unset or blank -> {}."""
+    raw = env_str(name)
+    if raw is None or raw.strip() == "":
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: expected a JSON object: {exc}") from exc
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ImproperlyConfigured(f"{name}: expected a JSON object of strings")
+    return value

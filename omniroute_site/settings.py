@@ -14,11 +14,12 @@ import socket
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.core.exceptions import ImproperlyConfigured
 
-from omniroute_site.env import env_bool, env_int, env_list, env_str
+from omniroute_site.env import env_bool, env_int, env_json_object, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -81,6 +82,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_prometheus",
+    "django_celery_beat",
     "providers",
     "combos",
     "telemetry",
@@ -257,4 +259,89 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# Scheduled jobs (spec 06 §3).  Sync sources and their sanity minimums:
+OMNIROUTE_MODELS_DEV_URL = (
+    env_str("OMNIROUTE_MODELS_DEV_URL", "https://models.dev/api.json")
+    or "https://models.dev/api.json"
+)
+OMNIROUTE_MODELS_DEV_MIN_PROVIDERS = env_int(
+    "OMNIROUTE_MODELS_DEV_MIN_PROVIDERS", 50, minimum=0
+)
+OMNIROUTE_ARENA_ELO_SYNC_ENABLED = env_bool("OMNIROUTE_ARENA_ELO_SYNC_ENABLED", True)
+# LMArena's official dataset (subset text_style_control, split latest) through the
+# Hugging Face datasets-server, one URL per kept category (spec 06 §3.3).
+_ARENA_FILTER_URL = (
+    "https://datasets-server.huggingface.co/filter?dataset=lmarena-ai%2F"
+    "leaderboard-dataset&config=text_style_control&split=latest"
+    "&where=%22category%22%3D%27{category}%27"
+)
+OMNIROUTE_ARENA_URLS = env_list(
+    "OMNIROUTE_ARENA_URLS",
+    [_ARENA_FILTER_URL.format(category=c) for c in ("overall", "coding")],
+)
+OMNIROUTE_ARENA_FORMAT = (
+    (env_str("OMNIROUTE_ARENA_FORMAT", "auto") or "auto").strip().lower()
+)
+if OMNIROUTE_ARENA_FORMAT not in {"auto", "hf-rows", "arena-catalog"}:
+    raise ImproperlyConfigured(
+        "OMNIROUTE_ARENA_FORMAT: expected auto, hf-rows or arena-catalog, "
+        f"got {OMNIROUTE_ARENA_FORMAT!r}"
+    )
+OMNIROUTE_ARENA_MIN_MODELS = env_int("OMNIROUTE_ARENA_MIN_MODELS", 20, minimum=0)
+# Configured provider slug -> models.dev provider id, for the catalog match (§3.2).
+OMNIROUTE_CATALOG_PROVIDER_MAP = env_json_object("OMNIROUTE_CATALOG_PROVIDER_MAP")
+
+# The schedule, as data (spec 06 §3.1): job -> Celery task, crontab "m h dom mon dow"
+# or seconds, and the interval after which a queued run expires (a backlog after
+# downtime is dropped, not replayed).  ``manage.py run_jobs`` reads the same table.
+OMNIROUTE_JOB_SCHEDULE: dict[str, dict[str, str | int]] = {
+    "sync_models_dev": {
+        "task": "providers.tasks.sync_models_dev_task",
+        "schedule": "17 */6 * * *",
+        "expires": 6 * 3600,
+    },
+    "sync_arena_elo": {
+        "task": "providers.tasks.sync_arena_elo_task",
+        "schedule": "23 3 * * *",
+        "expires": 24 * 3600,
+    },
+    "compute_reliability_24h": {
+        "task": "telemetry.tasks.compute_reliability_24h_task",
+        "schedule": 600,
+        "expires": 600,
+    },
+    "prune_logs": {
+        "task": "telemetry.tasks.prune_logs_task",
+        "schedule": "41 4 * * *",
+        "expires": 24 * 3600,
+    },
+}
+if not OMNIROUTE_ARENA_ELO_SYNC_ENABLED:
+    del OMNIROUTE_JOB_SCHEDULE["sync_arena_elo"]
+
+
+def _beat_schedule(schedule: str | int) -> crontab | int:
+    if isinstance(schedule, int):
+        return schedule
+    minute, hour, day_of_month, month_of_year, day_of_week = schedule.split()
+    return crontab(
+        minute=minute,
+        hour=hour,
+        day_of_month=day_of_month,
+        month_of_year=month_of_year,
+        day_of_week=day_of_week,
+    )
+
+
+# Keyed by task name (style §5).  ``expire_seconds`` is the same bound as stored by
+# django-celery-beat's DatabaseScheduler, which ignores ``expires``.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    str(entry["task"]): {
+        "task": entry["task"],
+        "schedule": _beat_schedule(entry["schedule"]),
+        "options": {"expires": entry["expires"], "expire_seconds": entry["expires"]},
+    }
+    for entry in OMNIROUTE_JOB_SCHEDULE.values()
+}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

@@ -7,6 +7,7 @@ from django.views.decorators.csrf import csrf_exempt
 from gateway import auto_views, views
 from gateway.admin_smart import smart_route_view
 from gateway.admin_views import explain_route_view
+from telemetry.dashboards import live_routing_view, overview_view
 
 urlpatterns = [
     path(
@@ -18,6 +19,16 @@ urlpatterns = [
         "admin/smart-routes/<path:alias>/",
         admin.site.admin_view(smart_route_view),
         name="smart-route-detail",
+    ),
+    path(
+        "admin/telemetry/overview/",
+        admin.site.admin_view(overview_view),
+        name="telemetry-overview",
+    ),
+    path(
+        "admin/telemetry/live-routing/",
+        admin.site.admin_view(live_routing_view),
+        name="telemetry-live-routing",
     ),
     path("admin/", admin.site.urls),
     path("api/combos/auto", auto_views.AutoCombosView.as_view(), name="combos-auto"),

@@ -9,7 +9,11 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from providers import services
+from providers import (
+    admin_arena,  # noqa: F401 - registers the Arena score and alias admins
+    admin_jobs,  # noqa: F401 - registers the job and catalog admins
+    services,
+)
 from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import Checker, validate_connection, validate_model

@@ -11,13 +11,19 @@
 * ``sync_client()``: for Celery jobs and the admin (30 s timeout, spec 06 §3.1).
 * ``sync_post()``: one POST with ``sync_client()`` whose transport errors become a
   ``SyncReply`` without a status (webhook deliveries, spec 02 §12.3).
+* ``sync_fetch()``: one GET of a scheduled job's source (spec 06 §3.1): redirects
+  followed only to ``https``, the body capped, connection errors, 429 and 5xx retried
+  after 1, 2 and 4 s; every other failure raises ``FetchError``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 import httpx
 from django.conf import settings
@@ -88,12 +94,26 @@ async def close_upstream_clients() -> None:
         await client.aclose()
 
 
-def sync_client(*, timeout_s: float = 30.0) -> httpx.Client:
+@functools.cache
+def user_agent() -> str:
+    """``OmniRoute/<installed version>`` (spec 06 §3.1)."""
+    try:
+        version = metadata.version("omniroute")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    return f"OmniRoute/{version}"
+
+
+def sync_client(
+    *, timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None
+) -> httpx.Client:
+    """A client for Celery jobs and the admin; ``transport`` is for tests."""
     return httpx.Client(
         timeout=timeout_s,
         follow_redirects=False,
         trust_env=False,
-        headers={"User-Agent": "OmniRoute/0.1"},
+        headers={"User-Agent": user_agent()},
+        transport=transport,
     )
 
 
@@ -145,7 +165,7 @@ async def post_json(
         client = _side_clients[loop_id] = httpx.AsyncClient(
             follow_redirects=False,
             trust_env=False,
-            headers={"User-Agent": "OmniRoute/0.1"},
+            headers={"User-Agent": user_agent()},
         )
     async with asyncio.timeout(timeout_s):
         async with client.stream(
@@ -157,3 +177,99 @@ async def post_json(
                 if len(data) > SIDE_MAX_BYTES:
                     break
             return response.status_code, data[:SIDE_MAX_BYTES]
+
+
+FETCH_RETRY_DELAYS_SECONDS = (1.0, 2.0, 4.0)  # spec 06 §3.1: 3 retries
+FETCH_MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_TOO_MANY_REQUESTS = 429
+_SERVER_ERROR = 500
+_OK_FIRST, _OK_END = 200, 300
+
+
+class FetchError(Exception):
+    """A job's source could not be read; the message names the URL and the cause."""
+
+
+class _Retryable(FetchError):
+    pass
+
+
+def sync_fetch(
+    url: str,
+    *,
+    max_bytes: int,
+    timeout_s: float = 30.0,
+    retry_delays_s: Sequence[float] = FETCH_RETRY_DELAYS_SECONDS,
+    sleep: Callable[[float], None] | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> bytes:
+    """GET ``url`` and return at most ``max_bytes`` of body, or raise ``FetchError``.
+
+    Connection errors, timeouts, 429 and 5xx are retried, one retry after each
+    delay of ``retry_delays_s``; a redirect is followed only to an ``https`` URL; a
+    body larger than ``max_bytes`` (announced or read) fails without reading on.
+    """
+    pause = sleep or time.sleep
+    with sync_client(timeout_s=timeout_s, transport=transport) as client:
+        retries = 0
+        while True:
+            try:
+                return _fetch_once(client, url, max_bytes)
+            except _Retryable:
+                if retries == len(retry_delays_s):
+                    raise
+                pause(retry_delays_s[retries])
+                retries += 1
+
+
+def _fetch_once(client: httpx.Client, url: str, max_bytes: int) -> bytes:
+    for _ in range(FETCH_MAX_REDIRECTS + 1):
+        try:
+            with client.stream("GET", url) as response:
+                if response.status_code in _REDIRECTS:
+                    url = _redirect_target(response)
+                    continue
+                _check_status(response)
+                return _read_capped(response, max_bytes)
+        except httpx.UnsupportedProtocol as exc:
+            raise FetchError(f"GET {url}: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(f"GET {url}: {type(exc).__name__}: {exc}") from exc
+        except httpx.InvalidURL as exc:
+            raise FetchError(f"GET {url}: invalid URL: {exc}") from exc
+    raise FetchError(f"GET {url}: more than {FETCH_MAX_REDIRECTS} redirects")
+
+
+def _redirect_target(response: httpx.Response) -> str:
+    location = response.headers.get("location")
+    if not location:
+        raise FetchError(f"GET {response.url}: {response.status_code} without Location")
+    target = response.url.join(location)
+    if target.scheme != "https":
+        raise FetchError(
+            f"GET {response.url}: redirect to {target.scheme}:// refused (https only)"
+        )
+    return str(target)
+
+
+def _check_status(response: httpx.Response) -> None:
+    status = response.status_code
+    if status == _TOO_MANY_REQUESTS or status >= _SERVER_ERROR:
+        raise _Retryable(f"GET {response.url}: HTTP {status}")
+    if not _OK_FIRST <= status < _OK_END:
+        raise FetchError(f"GET {response.url}: HTTP {status}")
+
+
+def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
+    announced = response.headers.get("content-length", "")
+    if announced.isdigit() and int(announced) > max_bytes:
+        raise FetchError(
+            f"GET {response.url}: payload of {announced} bytes exceeds {max_bytes}"
+        )
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            raise FetchError(f"GET {response.url}: payload exceeds {max_bytes} bytes")
+    return bytes(body)

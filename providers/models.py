@@ -135,3 +135,208 @@ class ConfigRevision(models.Model):
 
     def __str__(self) -> str:
         return f"config v{self.version}"
+
+
+class JobLock(models.Model):
+    """One row per scheduled job; held while ``locked_until`` is in the future.
+
+    Taken by a conditional UPDATE (``locked_until < now`` -> ``now + hard limit``), so
+    two processes never run the same job at once (spec 06 §3.1); a crashed holder's
+    lock lapses at its hard limit.
+    """
+
+    job = models.CharField(max_length=64, unique=True)
+    locked_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.job} until {self.locked_until:%Y-%m-%d %H:%M:%S}"
+
+
+class JobRun(models.Model):
+    """One row per run of a scheduled job (spec 06 §3.1).
+
+    ``outcome`` is blank while the run is in progress (``finished_at`` is null too).
+    """
+
+    class Outcome(models.TextChoices):
+        SUCCESS = "success"
+        UNCHANGED = "unchanged"
+        DRY_RUN = "dry_run"
+        FAILED = "failed"
+        SKIPPED_LOCKED = "skipped_locked"
+
+    class TriggeredBy(models.TextChoices):
+        BEAT = "beat"
+        COMMAND = "command"
+        ADMIN = "admin"
+
+    job = models.CharField(max_length=64)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+    payload_sha256 = models.CharField(max_length=64, blank=True)
+    triggered_by = models.CharField(max_length=8, choices=TriggeredBy.choices)
+
+    class Meta:
+        ordering = ("-started_at", "-id")
+        indexes = (
+            models.Index(fields=("job", "-started_at"), name="jobrun_job_started"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.started_at:%Y-%m-%d %H:%M:%S} {self.outcome or '…'}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class CatalogModel(models.Model):
+    """One model of the models.dev catalog (spec 06 §3.2); never deleted by the job.
+
+    Natural key ``(source_provider, model_id)``.  Costs are USD per 1M tokens; a null
+    cost is unknown (no ``cost`` object means unpriced, never free).
+    """
+
+    class ModelClass(models.TextChoices):
+        BUDGET = "budget"
+        FAST = "fast"
+        STANDARD = "standard"
+        PREMIUM = "premium"
+
+    source_provider = models.CharField(max_length=128)
+    model_id = models.CharField(max_length=256)
+    # provider level
+    provider_name = models.TextField()
+    provider_npm = models.TextField()
+    provider_api = models.TextField(blank=True)
+    provider_doc = models.TextField()
+    # model level
+    name = models.TextField()
+    family = models.TextField(blank=True)
+    attachment = models.BooleanField()
+    reasoning = models.BooleanField()
+    reasoning_options = models.JSONField(null=True, blank=True)
+    tool_call = models.BooleanField()
+    structured_output = models.BooleanField(null=True, blank=True)
+    temperature = models.BooleanField(null=True, blank=True)
+    knowledge = models.TextField(blank=True)
+    release_date = models.TextField()
+    last_updated = models.TextField()
+    input_modalities = models.JSONField(default=list)
+    output_modalities = models.JSONField(default=list)
+    open_weights = models.BooleanField()
+    context_window = models.PositiveBigIntegerField()
+    input_limit = models.PositiveBigIntegerField(null=True, blank=True)
+    output_limit = models.PositiveBigIntegerField()
+    status = models.TextField(blank=True)
+    input_cost = models.FloatField(null=True, blank=True, help_text="USD per 1M tokens")
+    output_cost = models.FloatField(
+        null=True, blank=True, help_text="USD per 1M tokens"
+    )
+    cache_read_cost = models.FloatField(null=True, blank=True)
+    cache_write_cost = models.FloatField(null=True, blank=True)
+    reasoning_cost = models.FloatField(null=True, blank=True)
+    cost_tiers = models.JSONField(default=list, blank=True)
+    # derived
+    capabilities = models.JSONField(default=list)
+    reasoning_efforts = models.JSONField(default=list)
+    model_class = models.CharField(max_length=16, choices=ModelClass.choices)
+    # bookkeeping for "never delete"
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    missing_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("source_provider", "model_id")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("source_provider", "model_id"), name="catalog_model_key"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.source_provider}/{self.model_id}"
+
+    @property
+    def is_deprecated(self) -> bool:
+        return self.status == "deprecated"
+
+
+class ArenaScore(models.Model):
+    """One model's rating on one LMArena board snapshot (spec 06 §3.3).
+
+    Natural key ``(source, category, model_name, publish_date)``.  ``fitness`` is
+    leader-relative within its (source, category, publish_date) and is what the auto
+    engine reads; ratings are never compared across sources or snapshots.  A row is
+    ignored once ``expires_at`` has passed and deleted by the next run.
+    """
+
+    class Category(models.TextChoices):
+        OVERALL = "overall"
+        CODING = "coding"
+
+    class Confidence(models.TextChoices):
+        HIGH = "high"
+        MEDIUM = "medium"
+        LOW = "low"
+        UNKNOWN = "unknown"
+
+    source = models.CharField(max_length=500)
+    category = models.CharField(max_length=16, choices=Category.choices)
+    model_name = models.CharField(max_length=256)
+    publish_date = models.DateField()
+    rating = models.FloatField()
+    rating_lower = models.FloatField(null=True, blank=True)
+    rating_upper = models.FloatField(null=True, blank=True)
+    votes = models.PositiveBigIntegerField(null=True, blank=True)
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    confidence = models.CharField(max_length=8, choices=Confidence.choices)
+    fitness = models.FloatField()
+    # A bare model id (catalog or configured), or null: unmatched or ignored.
+    matched_model = models.CharField(max_length=256, null=True, blank=True)
+    synced_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("category", "-publish_date", "-fitness", "model_name")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("source", "category", "model_name", "publish_date"),
+                name="arena_score_key",
+            ),
+        )
+        indexes = (models.Index(fields=("expires_at",), name="arena_score_expiry"),)
+
+    def __str__(self) -> str:
+        return f"{self.model_name} ({self.category}, {self.publish_date})"
+
+
+class ArenaAlias(models.Model):
+    """Staff's answer for one Arena name: a model id, or ``ignore`` (spec 06 §3.3).
+
+    Keyed by the exact Arena name; the first name-matching rule of the sync.
+    """
+
+    IGNORE = "ignore"
+
+    arena_name = models.CharField(max_length=256, unique=True)
+    model_id = models.CharField(
+        max_length=256, help_text='A catalog or configured model id, or "ignore".'
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("arena_name",)
+        verbose_name_plural = "arena aliases"
+
+    def __str__(self) -> str:
+        return f"{self.arena_name} -> {self.model_id}"
+
+    @property
+    def is_ignore(self) -> bool:
+        return self.model_id == self.IGNORE

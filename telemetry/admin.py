@@ -12,7 +12,14 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from telemetry import services
-from telemetry.models import AttemptLog, RequestLog, WebhookDelivery, WebhookEndpoint
+from telemetry.models import (
+    AttemptLog,
+    ReliabilityStat,
+    RequestLog,
+    UsageHourly,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -215,3 +222,68 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     search_fields = ("event_id", "endpoint__url")
     list_select_related = ("endpoint",)
     date_hierarchy = "created_at"
+
+
+def _dash(value: Any) -> Any:
+    return "—" if value is None else value
+
+
+@admin.register(ReliabilityStat)
+class ReliabilityStatAdmin(ReadOnlyAdmin):
+    """The 24 h statistics the auto engine scores with (spec 06 §3.4, §4.1)."""
+
+    list_display = (
+        "provider",
+        "model",
+        "connection",
+        "samples",
+        "failures",
+        "shown_reliability",
+        "shown_good_rate",
+        "shown_p50",
+        "shown_p95",
+        "shown_ttft",
+        "computed_at",
+    )
+    list_filter = ("provider", "connection")
+    search_fields = ("provider", "model", "connection")
+    ordering = ("provider", "model", "connection")
+
+    @admin.display(description="reliability", ordering="reliability")
+    def shown_reliability(self, obj: ReliabilityStat) -> Any:
+        return _dash(None if obj.reliability is None else round(obj.reliability, 4))
+
+    @admin.display(description="good rate", ordering="good_rate")
+    def shown_good_rate(self, obj: ReliabilityStat) -> Any:
+        return _dash(None if obj.good_rate is None else round(obj.good_rate, 4))
+
+    @admin.display(description="p50 ms", ordering="p50_latency_ms")
+    def shown_p50(self, obj: ReliabilityStat) -> Any:
+        return _dash(obj.p50_latency_ms)
+
+    @admin.display(description="p95 ms", ordering="p95_latency_ms")
+    def shown_p95(self, obj: ReliabilityStat) -> Any:
+        return _dash(obj.p95_latency_ms)
+
+    @admin.display(description="p95 TTFT ms", ordering="p95_ttft_ms")
+    def shown_ttft(self, obj: ReliabilityStat) -> Any:
+        return _dash(obj.p95_ttft_ms)
+
+
+@admin.register(UsageHourly)
+class UsageHourlyAdmin(ReadOnlyAdmin):
+    list_display = (
+        "hour",
+        "provider",
+        "model",
+        "connection",
+        "attempts",
+        "failures",
+        "p95_latency_ms",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+    )
+    list_filter = ("provider",)
+    date_hierarchy = "hour"
+    ordering = ("-hour", "provider", "model")

@@ -193,3 +193,15 @@ def forget_series() -> None:
     """Drop cached children (series of removed providers go at the next reload)."""
     _children.clear()
     _counts.clear()
+
+
+# --- live routing feed (spec 06 §4.2) ------------------------------------------------
+FEED_MESSAGES_DROPPED = Counter(
+    "omniroute_feed_messages_dropped_total",
+    "Live-feed messages not delivered (layer error, over 50 ms, too many in flight)",
+)
+JOB_LAST_SUCCESS = Gauge(
+    "omniroute_job_last_success_timestamp_seconds",
+    "Unix time of each scheduled job's last successful run (read at scrape time)",
+    ("job",),
+)

@@ -234,3 +234,85 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.event_id} -> {self.endpoint_id}"
+
+
+class ReliabilityStat(models.Model):
+    """One 24 h statistics row per (provider, model, connection), plus the per-model
+    aggregate under ``connection = "*"`` (spec 06 §3.4); replaced by each run of
+    ``compute_reliability_24h``.  Null means unknown (below the minimum count)."""
+
+    #: the ``connection`` value of the per-(provider, model) aggregate row
+    ALL_CONNECTIONS = "*"
+
+    provider = models.CharField(max_length=64)
+    model = models.CharField(max_length=256)
+    connection = models.CharField(max_length=64)
+    samples = models.PositiveIntegerField()
+    failures = models.PositiveIntegerField()
+    failure_rate = models.FloatField(null=True, blank=True)
+    reliability = models.FloatField(null=True, blank=True)
+    good_rate = models.FloatField(null=True, blank=True)
+    p50_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    p95_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    p95_ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("provider", "model", "connection")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("provider", "model", "connection"),
+                name="reliability_stat_target",
+            ),
+        )
+        # Spec 06 §3.1: staff with this permission get "Run now" on the Jobs page.
+        # It lives here, on a real table, rather than on a table-less model that
+        # ``dumpdata`` or the admin could trip over.
+        permissions = (("run_job", "Can run scheduled jobs now"),)
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model}@{self.connection}"
+
+
+class UsageHourly(models.Model):
+    """Attempts, failures, latency and usage per hour and (provider, model,
+    connection), for the dashboards (spec 06 §3.4, §4.1).  ``hour`` is the UTC hour
+    the attempts started in; the reliability job rewrites the last three hours."""
+
+    hour = models.DateTimeField()
+    provider = models.CharField(max_length=64)
+    model = models.CharField(max_length=256)
+    connection = models.CharField(max_length=64)
+    #: every attempt, including cancelled ones and client errors
+    attempts = models.PositiveIntegerField()
+    #: attempts that count for reliability (not ``cancelled``, not ``client_error``)
+    samples = models.PositiveIntegerField()
+    #: samples whose result is not ``success``
+    failures = models.PositiveIntegerField()
+    p50_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    p95_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    p95_ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cached_tokens = models.PositiveBigIntegerField(default=0)
+    #: upstream cost of every attempt that had a known price (billable or not)
+    cost_usd = models.DecimalField(
+        max_digits=18, decimal_places=10, null=True, blank=True
+    )
+
+    class Meta:
+        ordering = ("-hour", "provider", "model", "connection")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("hour", "provider", "model", "connection"),
+                name="usage_hourly_target",
+            ),
+        )
+        verbose_name_plural = "usage hourly"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.hour:%Y-%m-%d %H}h {self.provider}/{self.model}@{self.connection}"
+        )

@@ -75,6 +75,7 @@ class ModelInfo:
     max_output_tokens: int | None = None
     capabilities: frozenset[str] | None = None
     tier: str | None = None
+    deprecated: bool = False  # catalog status (spec 06 §3.2): kept out of auto pools
 
     @property
     def key(self) -> str:

@@ -112,12 +112,15 @@ def _fleet(table: RoutingTable, via: str) -> list[Target]:
         for connection in provider.connections
         if usable(provider, connection)
         for model in provider.models.values()
+        if not model.deprecated
     ]
     return sorted(found, key=_order_key)
 
 
 def servable(table: RoutingTable, route: AutoRoute) -> list[Target]:
-    """Every candidate of the route in configured order (§2.1), never persisted."""
+    """Every candidate of the route in configured order (§2.1), never persisted.
+
+    Models the catalog marks deprecated are not servable and never appear."""
     combo = route.combo
     if combo is None or not combo.targets:
         return _fleet(table, route.via)
@@ -129,8 +132,8 @@ def servable(table: RoutingTable, route: AutoRoute) -> list[Target]:
         slug, _, model_id = declared.model.partition("/")
         provider = table.providers.get(slug.lower())
         model = provider.models.get(model_id) if provider is not None else None
-        if provider is None or model is None:
-            continue
+        if provider is None or model is None or model.deprecated:
+            continue  # unknown, or deprecated in the catalog: not servable (§2.1)
         group = [
             Target(provider=provider, model=model, connection=c, via=route.via)
             for c in provider.connections

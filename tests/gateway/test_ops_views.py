@@ -83,3 +83,31 @@ def test_startup_warns_once_about_combos_named_like_models(caplog):
     caplog.clear()
     warn_shadowing_combos(RoutingTable())
     assert caplog.records == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metrics_carry_each_jobs_last_success():
+    from datetime import UTC, datetime
+
+    from gateway import views
+    from providers.models import JobRun
+
+    finished = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    JobRun.objects.create(
+        job="sync_models_dev",
+        started_at=finished,
+        finished_at=finished,
+        outcome="success",
+        counts={},
+        triggered_by="command",
+    )
+    views._job_gauge_read[0] = -views.JOB_GAUGE_CACHE_SECONDS
+    body = Client().get("/metrics").content.decode()
+    line = next(
+        x
+        for x in body.splitlines()
+        if x.startswith(
+            'omniroute_job_last_success_timestamp_seconds{job="sync_models_dev"}'
+        )
+    )
+    assert float(line.split()[-1]) == finished.timestamp()

@@ -1,0 +1,144 @@
+"""Catalog data for configured models: the match rule and the merge (spec 06 §3.2).
+
+A configured model ``(provider slug, model id)`` matches the first ``CatalogModel``
+found at:
+
+1. ``(slug, model id)``;
+2. for providers of kind ``openai`` or ``anthropic``, ``(kind, model id)``;
+3. ``(OMNIROUTE_CATALOG_PROVIDER_MAP[slug], model id)``.
+
+The match only fills what the operator left empty (a null cost, window, output
+limit or capability list, a blank tier <- ``model_class``); operator-set values always
+win.  ``deprecated`` comes from the catalog alone.  Read by ``gateway.snapshot``
+when it builds the routing table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from gateway.engine.types import ModelInfo
+from providers.models import CatalogModel, Provider
+
+_KIND_SOURCES = frozenset({Provider.Kind.OPENAI, Provider.Kind.ANTHROPIC})
+_DEPRECATED = "deprecated"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CatalogFacts:
+    """What routing takes from one catalog row."""
+
+    input_cost: float | None = None
+    output_cost: float | None = None
+    cache_read_cost: float | None = None
+    cache_write_cost: float | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    capabilities: frozenset[str] = frozenset()
+    tier: str | None = None
+    deprecated: bool = False
+
+
+def sources_for(
+    slug: str, kind: str, provider_map: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The catalog provider ids to try for a configured provider, in order."""
+    found: list[str] = [slug.lower()]
+    if kind in _KIND_SOURCES:
+        found.append(str(kind))
+    mapped = provider_map.get(slug) or provider_map.get(slug.lower())
+    if mapped:
+        found.append(mapped)
+    return tuple(dict.fromkeys(found))
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogIndex:
+    rows: Mapping[tuple[str, str], CatalogFacts]
+    provider_map: Mapping[str, str]
+
+    def match(self, slug: str, kind: str, model_id: str) -> CatalogFacts | None:
+        for source in sources_for(slug, kind, self.provider_map):
+            facts = self.rows.get((source, model_id))
+            if facts is not None:
+                return facts
+        return None
+
+
+def load_index(
+    providers: Iterable[tuple[str, str]], provider_map: Mapping[str, str]
+) -> CatalogIndex:
+    """The catalog rows any of ``(slug, kind)`` may match, in one query."""
+    sources = {
+        s for slug, kind in providers for s in sources_for(slug, kind, provider_map)
+    }
+    rows = CatalogModel.objects.filter(source_provider__in=sources).values_list(
+        "source_provider",
+        "model_id",
+        "input_cost",
+        "output_cost",
+        "cache_read_cost",
+        "cache_write_cost",
+        "context_window",
+        "output_limit",
+        "capabilities",
+        "model_class",
+        "status",
+    )
+    index = {
+        (source, model_id): CatalogFacts(
+            input_cost=input_cost,
+            output_cost=output_cost,
+            cache_read_cost=cache_read,
+            cache_write_cost=cache_write,
+            context_window=window,
+            max_output_tokens=output_limit,
+            capabilities=frozenset(caps) if isinstance(caps, list) else frozenset(),
+            tier=model_class or None,
+            deprecated=status == _DEPRECATED,
+        )
+        for (
+            source,
+            model_id,
+            input_cost,
+            output_cost,
+            cache_read,
+            cache_write,
+            window,
+            output_limit,
+            caps,
+            model_class,
+            status,
+        ) in rows
+    }
+    return CatalogIndex(rows=index, provider_map=dict(provider_map))
+
+
+_T = TypeVar("_T")
+
+
+def _operator_first(configured: _T | None, catalog: _T | None) -> _T | None:
+    return catalog if configured is None else configured
+
+
+def fill_model_info(info: ModelInfo, facts: CatalogFacts | None) -> ModelInfo:
+    """``info`` with its empty fields taken from the catalog; operator values win."""
+    if facts is None:
+        return info
+    return dataclasses.replace(
+        info,
+        input_cost=_operator_first(info.input_cost, facts.input_cost),
+        output_cost=_operator_first(info.output_cost, facts.output_cost),
+        cache_read_cost=_operator_first(info.cache_read_cost, facts.cache_read_cost),
+        cache_write_cost=_operator_first(info.cache_write_cost, facts.cache_write_cost),
+        context_window=_operator_first(info.context_window, facts.context_window),
+        max_output_tokens=_operator_first(
+            info.max_output_tokens, facts.max_output_tokens
+        ),
+        capabilities=_operator_first(info.capabilities, facts.capabilities),
+        tier=_operator_first(info.tier, facts.tier),
+        deprecated=facts.deprecated,
+    )
