@@ -4,6 +4,12 @@ No Django middleware runs here (spec style §1.3): this module reads the body wi
 size limit, runs the request as a task beside a watcher of ``receive()``, and cancels
 the request, and with it the upstream call, the moment the client disconnects.
 Everything it sends comes from ``gateway.chat``; it only adapts replies to ASGI.
+
+Shutdown (spec 08 §4, ``gateway.drain``): while the process drains, a new request gets
+503 ``shutting_down`` with ``Retry-After: 1`` (logged as refused once its key is
+known); a request being served is tracked, and the drain's cut, if it comes before
+the reply is decided, turns it into the same 503.  A committed stream is ended by
+``StreamBody`` with its final ``shutting_down`` chunk.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway import feed
+from gateway import drain, feed
 from gateway.chat import handle_chat
 from gateway.context import (
     ChatContext,
@@ -119,6 +125,8 @@ class Persist:
         run, self.run = self.run, None
         if run is None:
             return
+        if run.limits is not None:  # spec 08 §6: reconcile the key's reservation
+            run.limits(run)
         if run.events and self.table is not None:
             webhooks.publish_events(run.events, self.table)
         request, attempts = run.rows()
@@ -137,6 +145,7 @@ async def _serve(
     ctx: ChatContext, key: KeyPolicy, body: bytes, send: Send, persist: Persist
 ) -> None:
     reply = await handle_chat(body, ctx, key)
+    drain.committed()
     if isinstance(reply, JSONReply):
         await persist.flush()
         await send_json(send, reply)
@@ -186,6 +195,11 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     if isinstance(key, JSONReply):  # 401 before the body is even read
         await send_json(send, key)
         return
+    if drain.is_draining():  # spec 08 §4 step 2
+        reply = _refuse_shutting_down(ctx, key)
+        await persist.flush()
+        await send_json(send, reply)
+        return
     limit = settings.OMNIROUTE_MAX_BODY_BYTES
     try:
         body = await read_body(receive, limit, _declared_length(headers))
@@ -196,7 +210,74 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     except ClientGone:
         return
-    await _serve_watched(ctx, key, body, receive, send, persist)
+    with drain.registry.track(asyncio.current_task()) as guard:
+        ctx.record = _cut_aware(persist, guard)
+        await _serve_watched(ctx, key, body, receive, send, persist)
+
+
+def shutting_down_reply() -> JSONReply:
+    """503 ``shutting_down`` with ``Retry-After: 1`` (spec 01, 08 §4)."""
+    return error_reply(
+        503,
+        message=drain.SHUTDOWN_MESSAGE,
+        error_type=drain.SHUTDOWN_ERROR_TYPE,
+        code=drain.SHUTDOWN_CODE,
+        retry_after_s=drain.RETRY_AFTER_SECONDS,
+    )
+
+
+def _refuse_shutting_down(ctx: ChatContext, key: KeyPolicy) -> JSONReply:
+    """The 503 for a request that made no upstream call; logged as refused."""
+    metrics.bounded(metrics.REFUSALS, drain.SHUTDOWN_CODE).inc()
+    run = RunRecord.start(
+        ctx.request_id,
+        ctx.endpoint,
+        key,
+        ctx.table.version,
+        ctx.received_at,
+        ctx.started,
+    )
+    run.refuse(503, drain.SHUTDOWN_CODE, drain.SHUTDOWN_MESSAGE)
+    ctx.record(run)
+    return shutting_down_reply()
+
+
+def _cut_aware(persist: Persist, guard: drain.InFlight) -> Callable[[RunRecord], None]:
+    """``ctx.record`` of a tracked request.  A cut before the reply is decided cancels
+    the attempt loop, which logs a client disconnect (499); the client gets the 503
+    instead, and so does the log."""
+
+    def record(run: RunRecord) -> None:
+        if guard.stopping and not guard.committed and run.status == "client_closed":
+            run.refuse(503, drain.SHUTDOWN_CODE, drain.SHUTDOWN_MESSAGE)
+            run.client_disconnected = False
+        persist(run)
+
+    return record
+
+
+async def _serve_guarded(
+    ctx: ChatContext,
+    key: KeyPolicy,
+    body: bytes,
+    send: _SendTracker,
+    persist: Persist,
+) -> None:
+    """``_serve``, with the drain's cut before a decided reply turned into the 503."""
+    guard = drain.current()
+    try:
+        if guard is None or not guard.stopping:  # else: it arrived after the cut
+            await _serve(ctx, key, body, send, persist)
+            return
+    except asyncio.CancelledError:
+        if guard is None or not guard.absorb():
+            raise  # a client disconnect or the server's own cancel
+        if guard.committed or send.started:
+            return  # a stream ended itself, or a client stopped reading its reply
+    if persist.run is None:  # cut before the attempt loop logged anything
+        await send_json(send, _refuse_shutting_down(ctx, key))
+    else:
+        await send_json(send, shutting_down_reply())
 
 
 class _Watch:
@@ -229,7 +310,7 @@ async def _serve_watched(
     watcher = asyncio.create_task(watch(receive))
     sent = _SendTracker(send)
     try:
-        await _serve(ctx, key, body, sent, persist)
+        await _serve_guarded(ctx, key, body, sent, persist)
     except asyncio.CancelledError:
         if not watch.gone:
             raise

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from gateway import auto as auto_glue
-from gateway import proxy, relay, smart_routes
+from gateway import limits, proxy, relay, smart_routes
 from gateway.accounting import (
     result_of,
 )
@@ -127,6 +127,10 @@ async def handle_chat(
         return _with_tier(refusal(ctx, exc, run), run)
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
+    if limits.applies(key):  # spec 08 §6: before any upstream call
+        refused = await limits.admit_request(ctx, key, request.body, chain, run)
+        if refused is not None:
+            return _with_tier(refused, run)
     loop = AttemptLoop(
         ctx=ctx,
         key=key,
@@ -135,7 +139,12 @@ async def handle_chat(
         rec=run,
         session_key=scoped,
     )
-    return _with_tier(await loop.run(), run)
+    try:
+        return _with_tier(await loop.run(), run)
+    except BaseException:
+        if run.limits is not None:  # ended before a record reached the front door
+            run.limits(run)
+        raise
 
 
 def _with_tier(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -71,6 +72,9 @@ class RunRecord:
     overhead_final: int | None = None
     #: events to publish once the response is finished (``model_failover``)
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: spec 08 §6: reconciles the key's rate-limit and budget reservation; the front
+    #: door calls it once the request has ended (``gateway.limits.Ticket``)
+    limits: Callable[[RunRecord], None] | None = None
 
     @classmethod
     def start(

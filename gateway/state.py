@@ -4,7 +4,11 @@ The table is immutable and swapped whole (one attribute assignment, atomic under
 GIL); a request keeps the table it read at its start.  A daemon thread polls the
 config revision every ``OMNIROUTE_CONFIG_POLL_MS`` and rebuilds the table off the
 request path when it changed, so a change reaches this worker within the poll
-interval plus one rebuild (the spec allows 2 s).
+interval plus one rebuild (the spec allows 2 s).  With Redis, a version published on
+``omniroute:config`` after each config commit wakes the watcher at once (spec 08
+§3.4); the poll stays, so a lost message costs at most one interval.
+
+``report_shared_state()`` feeds the shared state's health into Prometheus.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from gateway.engine.types import RoutingTable
+from telemetry import metrics
 from telemetry.sanitize import set_known_secrets
 
 logger = logging.getLogger(__name__)
@@ -27,7 +32,9 @@ class TableHolder:
         self.table: RoutingTable | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a published config version: check now
         self._thread: threading.Thread | None = None
+        self._listening = False
 
     def refresh(self) -> RoutingTable:
         """Rebuild now (sync ORM; never call from the event loop thread)."""
@@ -53,15 +60,40 @@ class TableHolder:
             target=self._watch, name="omniroute-config-watcher", daemon=True
         )
         self._thread.start()
+        self._listen()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+
+    def _listen(self) -> None:
+        """Follow ``omniroute:config`` when Redis is configured (once per process)."""
+        if not settings.REDIS_URL or self._listening:
+            return
+        from providers.redis_store import CONFIG_CHANNEL, shared_link
+
+        link = shared_link()
+        if link is None:
+            return
+        self._listening = True
+        link.subscriber.listen(
+            link.channel(CONFIG_CHANNEL), self._announced, on_connect=self._wake.set
+        )
+
+    def _announced(self, data: bytes) -> None:
+        current = self.table
+        if current is None or data.decode(errors="replace") != str(current.version):
+            self._wake.set()
 
     def _watch(self) -> None:
         from gateway.snapshot import current_version
 
         interval = settings.OMNIROUTE_CONFIG_POLL_MS / 1000
-        while not self._stop.wait(interval):
+        while True:
+            self._wake.wait(interval)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
             try:
                 version = current_version()
                 current = self.table
@@ -112,3 +144,18 @@ def warn_shadowing_combos(table: RoutingTable) -> None:
 
 
 tables = TableHolder()
+
+
+class _SharedStateMetrics:
+    def fallback(self, op: str) -> None:
+        metrics.SHARED_STATE_FALLBACKS.labels(op).inc()
+
+    def redis_up(self, up: bool) -> None:
+        metrics.REDIS_UP.set(1 if up else 0)
+
+
+def report_shared_state() -> None:
+    """Count the shared state's local fallbacks and Redis's health (app ready)."""
+    from providers.state_store import observe
+
+    observe(_SharedStateMetrics())

@@ -6,16 +6,24 @@ the usage-only chunk from clients that did not ask for usage, and ends with the 
 carrying the ``omniroute`` object (or the ``stream_interrupted`` error chunk) and
 ``data: [DONE]``.  Its ``finally`` closes the upstream and records the attempt and the
 request, also when the client went away.
+
+Shutdown (spec 08 §4): only the wait for the next upstream chunk is interruptible by
+the drain's cut (``gateway.drain``).  A cut there, or a cut flagged while a frame was
+being sent, ends the relay: the upstream is closed and the final chunk carries the
+``shutting_down`` error next to the ``omniroute`` object.  The request is logged as
+``interrupted`` with reason ``shutting_down``; the attempt as ``cancelled``, with no
+health effect (the gateway, not the target, ended it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway import proxy
+from gateway import drain, proxy
 from gateway.engine.failover import Item
 from gateway.engine.types import Target
 from gateway.health_glue import record_health
@@ -37,6 +45,8 @@ class StreamBody:
     chars: int = 0
     usage: dict[str, Any] | None = None
     completed: bool = False
+    #: the drain's cut ended the relay (spec 08 §4)
+    cut: bool = False
 
     def _prepare(self, chunk: dict[str, Any]) -> bytes | None:
         usage = chunk.get("usage")
@@ -62,7 +72,9 @@ class StreamBody:
             "choices": [],
         }
         interrupted = self.stream.interrupted
-        if interrupted is not None:
+        if self.cut:
+            tail["error"] = drain.shutdown_error()
+        elif interrupted is not None:
             self.item.detail = "stream_interrupted"
             tail["error"] = {
                 "message": f"Upstream stream interrupted ({interrupted.reason.value})",
@@ -72,12 +84,34 @@ class StreamBody:
         tail["omniroute"] = self.loop.omniroute(self.target)
         return sse_frame(tail) + DONE_FRAME
 
+    async def _next(
+        self, chunks: AsyncGenerator[dict[str, Any], None], guard: drain.InFlight
+    ) -> dict[str, Any] | None:
+        """The next upstream chunk; None at the end or at the drain's cut."""
+        if guard.stopping:
+            self.cut = True
+            return None
+        guard.interruptible = True
+        try:
+            return await anext(chunks)
+        except StopAsyncIteration:
+            return None
+        except asyncio.CancelledError:
+            if not guard.absorb():
+                raise
+            self.cut = True
+            return None
+        finally:
+            guard.interruptible = False
+
     async def frames(self) -> AsyncIterator[bytes]:
         run = self.loop.rec
         created, chunk_id = int(self.started_wall), f"chatcmpl-{run.request_id.hex}"
+        guard = drain.current() or drain.InFlight()  # untracked: never cut
+        chunks = self.stream.chunks()
         try:
             first = True
-            async for chunk in self.stream.chunks():
+            while (chunk := await self._next(chunks, guard)) is not None:
                 if isinstance(chunk.get("id"), str):
                     chunk_id = chunk["id"]
                 if isinstance(chunk.get("created"), int):
@@ -93,13 +127,16 @@ class StreamBody:
             yield self._tail(created, chunk_id)
             self.completed = True
         finally:
+            # Cancelled while a frame was being sent (a client that stopped reading).
+            self.cut = self.cut or (guard.stopping and not self.completed)
+            await chunks.aclose()
             await self.stream.aclose()
             self._finish()
 
     def _health_item(self) -> Item:
         """What the stream did to its connection (a disconnect counts for nothing)."""
         interrupted = self.stream.interrupted
-        if not self.completed:
+        if self.cut or not self.completed:
             reason, detail = "client_cancelled", None
         elif interrupted is not None:
             reason = interrupted.reason.value
@@ -135,8 +172,17 @@ class StreamBody:
             estimate_body=self.loop.request.body,
             delivered_chars=self.chars,
             trigger=trigger,
+            result="cancelled" if self.cut else None,
         )
-        if not self.completed:
+        if self.cut:
+            run.interrupt(
+                self.target,
+                self.loop.calls,
+                len(self.loop.chain) > 1,
+                drain.SHUTDOWN_MESSAGE,
+            )
+            run.reason = drain.SHUTDOWN_CODE
+        elif not self.completed:
             run.client_closed(200)
         elif self.stream.interrupted is not None:
             run.interrupt(

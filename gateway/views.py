@@ -13,6 +13,7 @@ from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway import drain
 from gateway.auth import authenticate
 from gateway.auto_views import model_entries
 from gateway.engine.globs import matches
@@ -97,30 +98,42 @@ def _db_ok() -> bool:
 
 
 def _redis_ok(url: str) -> bool:
+    """A fresh PING with 10x the per-operation timeout (a probe, not the hot path);
+    its result also moves the shared state's backoff (spec 08 §3.3)."""
     import redis
+
+    from providers.redis_store import shared_link
 
     timeout = max(0.05, settings.OMNIROUTE_REDIS_TIMEOUT_MS / 1000 * 10)
     client = redis.Redis.from_url(
         url, socket_timeout=timeout, socket_connect_timeout=timeout
     )
     try:
-        return bool(client.ping())
+        ok = bool(client.ping())
     except redis.RedisError:
-        return False
+        ok = False
     finally:
         client.close()
+    link = shared_link()
+    if link is not None and link.url == url:
+        link.report_ping(ok)
+    return ok
 
 
 async def readyz(request: HttpRequest) -> HttpResponse:
+    if drain.is_draining():  # spec 08 §4 step 1: load balancers take the node out
+        return JsonResponse({"status": "draining"}, status=503)
     if not await asyncio.to_thread(_db_ok):
         return JsonResponse({"status": "unavailable", "db": "unreachable"}, status=503)
     if settings.REDIS_URL:
         if not await asyncio.to_thread(_redis_ok, settings.REDIS_URL):
+            from providers.redis_store import shared_state_mode
+
             body = {
                 "status": "degraded",
                 "db": "ok",
                 "redis": "unreachable",
-                "shared_state": "local",
+                "shared_state": shared_state_mode(),
             }
             status = 503 if settings.OMNIROUTE_READYZ_REQUIRE_REDIS else 200
             return JsonResponse(body, status=status)

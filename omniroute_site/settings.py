@@ -178,6 +178,10 @@ OMNIROUTE_SHUTDOWN_GRACE_SECONDS = env_int(
     "OMNIROUTE_SHUTDOWN_GRACE_SECONDS", 30, minimum=0
 )
 OMNIROUTE_METRICS_TOKEN = env_str("OMNIROUTE_METRICS_TOKEN") or None
+# Completion tokens reserved by a request that sets no max_tokens (spec 08 §6).
+OMNIROUTE_RESERVE_COMPLETION_TOKENS = env_int(
+    "OMNIROUTE_RESERVE_COMPLETION_TOKENS", 1024, minimum=0
+)
 OMNIROUTE_LOG_LEVEL = (env_str("OMNIROUTE_LOG_LEVEL", "INFO") or "INFO").upper()
 OMNIROUTE_LOG_RETENTION_DAYS = env_int("OMNIROUTE_LOG_RETENTION_DAYS", 30, minimum=1)
 OMNIROUTE_LOG_BUFFER_ROWS = env_int("OMNIROUTE_LOG_BUFFER_ROWS", 10_000, minimum=1)
@@ -250,6 +254,7 @@ LOGGING = {
     "loggers": {
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        "channels_redis": {"level": "WARNING"},
     },
 }
 

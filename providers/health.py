@@ -7,6 +7,8 @@ attempt do to its connection?* (``record``).  The admin reads the same board.
 
 Keys: ``breaker:<provider>@<connection>``, ``cooldown:…``, ``auth:…``,
 ``lock:<provider>@<connection>:<model>``.  Soft state: it rebuilds from traffic.
+With ``REDIS_URL`` the store is shared by every worker and these four kinds are read
+from a local mirror (``shared_store``); in-flight counts always stay per process.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class ConnectionHealth:
 
 
 class HealthBoard:
+    """The health state of every connection, in ``store`` (``shared_store()``)."""
+
     def __init__(self, store: StateStore | None = None) -> None:
         self.store: StateStore = store or LocalStore()
         self._in_flight: dict[str, int] = {}
@@ -161,13 +165,27 @@ class HealthBoard:
     def begin(self, conn: str, now: float, timeout_s: float) -> bool:
         """Count the call in flight; claim the probe of a HALF_OPEN breaker.
 
-        False when another request took the probe first (the caller skips).
+        False when another request took the probe first (the caller skips).  Only a
+        breaker that reads HALF_OPEN is written: the claim is an atomic update, a
+        round trip to Redis when the state is shared, and a CLOSED breaker needs none.
         """
+        key = f"breaker:{conn}"
+        current = self.store.get(key)
+        claimed = True
+        if current is not None and current.circuit(now) is Circuit.HALF_OPEN:
+            claimed = self._claim_probe(key, now, timeout_s)
+        if claimed:
+            self._in_flight[conn] = self._in_flight.get(conn, 0) + 1
+        return claimed
+
+    def _claim_probe(self, key: str, now: float, timeout_s: float) -> bool:
         claimed = True
 
         def claim(state: Breaker | None) -> Breaker:
+            # May run more than once (a shared store retries on a concurrent write).
             nonlocal claimed
             current = state or Breaker()
+            claimed = True
             if current.circuit(now) is not Circuit.HALF_OPEN:
                 return current
             probed = claim_probe(current, now, timeout_s)
@@ -176,9 +194,7 @@ class HealthBoard:
                 return current
             return probed
 
-        self.store.update(f"breaker:{conn}", claim, None)
-        if claimed:
-            self._in_flight[conn] = self._in_flight.get(conn, 0) + 1
+        self.store.update(key, claim, None)
         return claimed
 
     def end(self, conn: str) -> None:
@@ -279,7 +295,38 @@ class HealthBoard:
         latency.forget(slug, name)
 
 
-board = HealthBoard()
+def shared_store() -> StateStore:
+    """The state store of this process (spec 03 §8.8), chosen once at start-up.
+
+    Without ``REDIS_URL``, a ``LocalStore``: the embedded default.  With it, Redis
+    shared by every worker, with the health keys mirrored in memory
+    (``state_mirror``); the mirror starts following Redis on first use.
+    """
+    try:
+        from django.conf import settings
+
+        url = getattr(settings, "REDIS_URL", None)
+    except Exception:  # noqa: BLE001 - settings not configured (pure tests)
+        url = None
+    if not url:
+        return LocalStore()
+    from providers.redis_store import shared_link
+    from providers.state_mirror import MirroredStore
+
+    link = shared_link()
+    assert link is not None
+    return MirroredStore(link)
+
+
+board = HealthBoard(shared_store())
+
+
+def start_shared_state() -> None:
+    """Load the health mirror and follow Redis now (start-up) rather than on the
+    first request that reads it; a no-op without Redis.  Blocking: one round trip."""
+    start = getattr(board.store, "start", None)
+    if callable(start):
+        start()
 
 
 def _iso(ts: float | None) -> str | None:

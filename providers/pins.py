@@ -5,19 +5,49 @@ scope (``combo:<id>`` or ``tier:<alias>``).  Without Redis they live in this
 process, at most ``OMNIROUTE_SESSION_MAX_PINS``; when full, expired pins go first,
 then the pin expiring soonest.  TTLs slide: every write renews.  An evicted or
 expired pin behaves exactly like a missing one.
+
+With ``REDIS_URL`` (``RedisPinStore``) a pin is the Redis key
+``omniroute:pin:<first 32 hex of SHA-256(S, scope)>`` with a native TTL, shared by
+every worker and not counted: a read is one GET, a write one SET with PX.  A ``tier:``
+pin is written by a script that never turns ``hard`` into ``easy`` (it renews the
+hard pin instead), since two workers may classify one session's turns at once.
+While Redis is unreachable the in-process store above serves, bound and all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from providers.state_codec import decode, encode
+
+if TYPE_CHECKING:
+    from providers.redis_store import RedisLink
 
 DEFAULT_MAX_PINS = 10_000
+PIN_KEY_HEX = 32  # spec 08 §3.1: pin:<first 32 hex of SHA-256(key, session, scope)>
+TIER_SCOPE = "tier:"
+# KEYS: the pin.  ARGV: value, ttl ms, its tier.  Spec 05 §2.3: upward only.
+TIER_SCRIPT = """
+if ARGV[3] == 'easy' then
+  local old = redis.call('GET', KEYS[1])
+  if old then
+    local ok, pin = pcall(cjson.decode, old)
+    if ok and type(pin) == 'table' and pin['tier'] == 'hard' then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      return 0
+    end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
 _MISSING = object()
 #: a dry run's private writes (explain route): reads see them first, the real pins
 #: are never changed while it is set
@@ -49,11 +79,36 @@ class PinStore:
         return f"pin:{session_key}:{scope}"
 
     def get(self, session_key: str, scope: str) -> dict[str, Any] | None:
-        key = self.key(session_key, scope)
         overlay = _overlay.get()
-        if overlay is not None and key in overlay:
-            value: dict[str, Any] | None = overlay[key]
-            return value
+        if overlay is not None:
+            key = self.key(session_key, scope)
+            if key in overlay:
+                value: dict[str, Any] | None = overlay[key]
+                return value
+        return self._read(session_key, scope)
+
+    def set(
+        self, session_key: str, scope: str, value: dict[str, Any], ttl_s: float
+    ) -> None:
+        """Create or move a pin; a ``tier:`` pin never goes from hard to easy in
+        the Redis store (concurrent workers), here the caller's check suffices."""
+        overlay = _overlay.get()
+        if overlay is not None:
+            overlay[self.key(session_key, scope)] = value
+            return
+        self._write(session_key, scope, value, ttl_s)
+
+    def delete(self, session_key: str, scope: str) -> None:
+        overlay = _overlay.get()
+        if overlay is not None:
+            overlay[self.key(session_key, scope)] = None
+            return
+        self._remove(session_key, scope)
+
+    # --- the in-process storage (the Redis store's fallback as well)
+
+    def _read(self, session_key: str, scope: str) -> dict[str, Any] | None:
+        key = self.key(session_key, scope)
         found = self._pins.get(key)
         if found is None:
             return None
@@ -64,25 +119,17 @@ class PinStore:
             return None
         return value
 
-    def set(
+    def _write(
         self, session_key: str, scope: str, value: dict[str, Any], ttl_s: float
     ) -> None:
         key = self.key(session_key, scope)
-        overlay = _overlay.get()
-        if overlay is not None:
-            overlay[key] = value
-            return
         now = self.clock()
         with self._lock:
             if key not in self._pins and len(self._pins) >= self.max_pins:
                 self._evict(now)
             self._pins[key] = (now + ttl_s, value)
 
-    def delete(self, session_key: str, scope: str) -> None:
-        overlay = _overlay.get()
-        if overlay is not None:
-            overlay[self.key(session_key, scope)] = None
-            return
+    def _remove(self, session_key: str, scope: str) -> None:
         with self._lock:
             self._pins.pop(self.key(session_key, scope), None)
 
@@ -106,14 +153,81 @@ class PinStore:
             self._pins.clear()
 
 
+class RedisPinStore(PinStore):
+    """Pins in Redis (shared, no count limit); the in-process store is the fallback."""
+
+    def __init__(
+        self,
+        link: RedisLink,
+        max_pins: int = DEFAULT_MAX_PINS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(max_pins, clock)
+        self.link = link
+
+    def redis_key(self, session_key: str, scope: str) -> str:
+        digest = hashlib.sha256(f"{session_key}\x00{scope}".encode()).hexdigest()
+        return self.link.key(f"pin:{digest[:PIN_KEY_HEX]}")
+
+    def _read(self, session_key: str, scope: str) -> dict[str, Any] | None:
+        full = self.redis_key(session_key, scope)
+
+        def remote(client: Any) -> dict[str, Any] | None:
+            found = decode(client.get(full))
+            return found if isinstance(found, dict) else None
+
+        return self.link.call(
+            "pin_get", remote, lambda: PinStore._read(self, session_key, scope)
+        )
+
+    def _write(
+        self, session_key: str, scope: str, value: dict[str, Any], ttl_s: float
+    ) -> None:
+        from providers.redis_store import ttl_ms
+
+        full = self.redis_key(session_key, scope)
+        encoded, ttl = encode(value), ttl_ms(ttl_s)
+        if scope.startswith(TIER_SCOPE):
+            tier = str(value.get("tier"))
+
+            def remote(client: Any) -> Any:
+                return client.eval(TIER_SCRIPT, 1, full, encoded, ttl, tier)
+        else:
+
+            def remote(client: Any) -> Any:
+                return client.set(full, encoded, px=ttl)
+
+        self.link.call(
+            "pin_set",
+            remote,
+            lambda: PinStore._write(self, session_key, scope, value, ttl_s),
+        )
+
+    def _remove(self, session_key: str, scope: str) -> None:
+        full = self.redis_key(session_key, scope)
+        self.link.call(
+            "pin_delete",
+            lambda c: c.delete(full),
+            lambda: PinStore._remove(self, session_key, scope),
+        )
+
+
 def _configured() -> PinStore:
+    """``RedisPinStore`` when ``REDIS_URL`` is set, else the in-process store."""
     try:
         from django.conf import settings
 
         size = int(getattr(settings, "OMNIROUTE_SESSION_MAX_PINS", DEFAULT_MAX_PINS))
+        url = getattr(settings, "REDIS_URL", None)
     except Exception:  # noqa: BLE001 - settings not configured (pure tests)
-        size = DEFAULT_MAX_PINS
-    return PinStore(max_pins=size)
+        return PinStore()
+    if not url:
+        return PinStore(max_pins=size)
+    from providers.redis_store import shared_link
+
+    link = shared_link()
+    assert link is not None
+    return RedisPinStore(link, max_pins=size)
 
 
 pins = _configured()

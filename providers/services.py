@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
@@ -16,10 +17,25 @@ from providers.models import ConfigRevision, Connection, Provider, ProviderModel
 
 
 def bump_config_revision() -> None:
-    """Increment the config version in the current transaction (spec 08 §3.4)."""
+    """Increment the config version in the current transaction (spec 08 §3.4).
+
+    With Redis, the new version is announced to every worker once it is committed;
+    the workers' poll of the row stays the guarantee.
+    """
     updated = ConfigRevision.objects.filter(id=1).update(version=F("version") + 1)
     if not updated:
         ConfigRevision.objects.get_or_create(id=1, defaults={"version": 1})
+    if settings.REDIS_URL:
+        transaction.on_commit(announce_config_version)
+
+
+def announce_config_version() -> None:
+    """Publish the committed version on ``omniroute:config`` (fails open: logged)."""
+    from providers.redis_store import shared_link
+
+    link = shared_link()
+    if link is not None:
+        link.announce_config(config_version())
 
 
 def config_version() -> int:

@@ -1,9 +1,16 @@
-"""The runtime state store (spec 03 §8.8): one interface, in-process implementation.
+"""The runtime state store (spec 03 §8.8): one interface, two implementations.
 
-``get/get_many/set/delete/incr/update`` with per-key TTLs.  ``update(key, fn, ttl)`` is
-an atomic read-modify-write (the breaker transitions and probe claims rely on it).
-The Redis implementation (shared by every worker) arrives with the scale-out work and
-keeps this interface; values here are plain Python objects.
+``get/get_many/set/delete/incr/update/keys`` with per-key TTLs (None: no expiry; a
+write always sets the TTL again; ≤ 0: the value is gone at once).  ``update(key, fn,
+ttl)`` is an atomic read-modify-write (the breaker transitions and probe claims rely
+on it); ``fn`` must be pure, since a shared store may run it again after a concurrent
+write.  A None value reads like a missing key and is not listed by ``keys``.
+
+``LocalStore`` here is the embedded default: one process, values kept as the Python
+objects given.  With ``REDIS_URL`` the board uses ``state_mirror.MirroredStore`` over
+``redis_store.RedisStore``: shared by every worker, values stored as JSON
+(``state_codec``), failing open to a ``LocalStore`` (spec 08 §3.3).
+``providers.health.shared_store()`` chooses at start-up.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class StateStore(Protocol):
@@ -24,6 +31,38 @@ class StateStore(Protocol):
         self, key: str, fn: Callable[[Any], Any], ttl_s: float | None
     ) -> Any: ...
     def keys(self, prefix: str) -> list[str]: ...
+
+
+class SharedStateObserver(Protocol):
+    """Where Redis-backed stores report fallbacks and Redis's health (spec 08 §3.3).
+
+    Defined here, without Redis, so the gateway can install its Prometheus observer
+    at start-up whether or not Redis is configured.
+    """
+
+    def fallback(self, op: str) -> None: ...
+    def redis_up(self, up: bool) -> None: ...
+
+
+class _Silent:
+    def fallback(self, op: str) -> None:
+        pass
+
+    def redis_up(self, up: bool) -> None:
+        pass
+
+
+class _Hooks:
+    observer: ClassVar[SharedStateObserver] = _Silent()
+
+
+def observe(observer: SharedStateObserver) -> None:
+    """Install the observer every Redis link reports to (the gateway app does)."""
+    _Hooks.observer = observer
+
+
+def shared_state_observer() -> SharedStateObserver:
+    return _Hooks.observer
 
 
 class LocalStore:

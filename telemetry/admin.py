@@ -283,6 +283,7 @@ class UsageHourlyAdmin(ReadOnlyAdmin):
         "prompt_tokens",
         "completion_tokens",
         "cost_usd",
+        "computed_at",
     )
     list_filter = ("provider",)
     date_hierarchy = "hour"

@@ -150,7 +150,7 @@ def overview_charts(overview: Overview) -> list[Chart]:
         ),
         Chart(
             slug="latency",
-            title="p95 latency and p95 TTFT (successful requests)",
+            title=f"p95 latency and p95 TTFT ({_latency_basis(overview)})",
             svg=latency,
             columns=(first_column, "p95 latency (ms)", "p95 TTFT (ms)"),
             rows=tuple(
@@ -168,6 +168,12 @@ def overview_charts(overview: Overview) -> list[Chart]:
     ]
 
 
+def _latency_basis(overview: Overview) -> str:
+    """What the latency figures are over: requests from the log, attempts when
+    finished hours came from ``UsageHourly`` (``telemetry.overview_hourly``)."""
+    return "successful attempts" if overview.hourly_hours else "successful requests"
+
+
 def cards(overview: Overview) -> list[Card]:
     totals = overview.totals
     latency = totals.p95_latency_ms
@@ -178,7 +184,7 @@ def cards(overview: Overview) -> list[Card]:
         ),
         Card(
             slug="p95-latency",
-            label="p95 latency",
+            label="p95 attempt latency" if overview.hourly_hours else "p95 latency",
             value="—" if latency is None else f"{latency} ms",
         ),
         Card(slug="cost", label="Cost (USD)", value=fmt_usd(totals.cost)),

@@ -205,3 +205,15 @@ JOB_LAST_SUCCESS = Gauge(
     "Unix time of each scheduled job's last successful run (read at scrape time)",
     ("job",),
 )
+# --- shared state (spec 08 §3.3) -----------------------------------------------------
+REDIS_UP = Gauge(
+    "omniroute_redis_up",
+    "1 while this worker's shared state reaches Redis, 0 while it runs locally",
+    multiprocess_mode="livemin",
+)
+SHARED_STATE_FALLBACKS = Counter(
+    "omniroute_shared_state_fallbacks_total",
+    "Shared state operations served by the worker's local state (Redis failed or "
+    "backed off)",
+    ("op",),
+)

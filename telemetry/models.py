@@ -279,7 +279,10 @@ class ReliabilityStat(models.Model):
 class UsageHourly(models.Model):
     """Attempts, failures, latency and usage per hour and (provider, model,
     connection), for the dashboards (spec 06 §3.4, §4.1).  ``hour`` is the UTC hour
-    the attempts started in; the reliability job rewrites the last three hours."""
+    the attempts started in; the reliability job rewrites the last three hours.
+
+    All rows of an hour are written by one run, so they share ``computed_at``; an
+    hour holds all its attempts only when that is at or after the hour's end."""
 
     hour = models.DateTimeField()
     provider = models.CharField(max_length=64)
@@ -301,6 +304,8 @@ class UsageHourly(models.Model):
     cost_usd = models.DecimalField(
         max_digits=18, decimal_places=10, null=True, blank=True
     )
+    #: the run's clock when it wrote the row; null on rows older than this field
+    computed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-hour", "provider", "model", "connection")

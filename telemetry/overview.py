@@ -1,22 +1,40 @@
 """The numbers of the telemetry Overview dashboard (spec 06 §4.1).
 
-``build_overview(period, filters, now)`` reads the request and attempt log for a
-period (24 h in hours, 7 d or 30 d in UTC days) and exact-match filters (provider,
-served model, route, API key prefix) with a fixed number of aggregate queries,
-whatever the row count:
+``build_overview(period, filters, now)`` covers a period (24 h in hours, 7 d or
+30 d in UTC days) with exact-match filters (provider, served model, route, API key
+prefix) and a fixed number of aggregate queries, whatever the row count.  It reads
+one of two ways.
+
+**From the log** (a route or API-key filter is set, or no hour of the period is
+covered by ``UsageHourly``, see ``telemetry.overview_hourly``):
 
 1. the filter choices: distinct (provider, served model, route, key prefix) of
    the period, at most ``CHOICE_ROWS``;
-2. requests per bucket: count, successes, cost;
+2. requests per bucket: count, successes, cost, p95 latency and TTFT;
 3. attempts per provider/model and 4. per provider/connection: attempts,
-   successes, samples, tokens, cost, at most ``TABLE_ROWS`` each.
+   successes, samples, tokens, cost, percentiles, at most ``TABLE_ROWS`` each
+   (without percentile aggregates, one query per (provider, model, connection)
+   feeds both tables).
 
-Percentiles are nearest-rank over successful requests or attempts (the value at
-position ⌈p/100 × n⌉, as spec 06 §3.4).  On PostgreSQL they are ``percentile_disc``
-aggregates inside queries 2-4, plus one query for the period's cards.  Elsewhere
-(embedded SQLite) two capped samples of the newest successful rows (requests,
-attempts; ``SAMPLE_ROWS`` each) are ranked in Python; ``Overview.sampled`` tells
-when a cap was reached.  Either way at most 5 queries per page.
+Percentiles are nearest-rank over successful requests (cards, latency chart) or
+attempts (tables), the value at position ⌈p/100 × n⌉ as in spec 06 §3.4.  On
+PostgreSQL they are ``percentile_disc`` aggregates inside queries 2-4, plus one
+query for the period's cards.  Elsewhere (embedded SQLite) two capped samples of the
+newest successful rows (requests, attempts; ``SAMPLE_ROWS`` each) are ranked in
+Python; ``Overview.sampled`` tells when a cap was reached.  5 queries either way,
+plus the coverage query of ``telemetry.overview_hourly`` when no route or API-key
+filter is set.
+
+**From hourly rows** (no route or API-key filter, and ``UsageHourly`` covers at
+least one finished hour of the period), so that 30 days of a million log rows stay
+under a second: requests per bucket (count, successes, cost) still come from
+``RequestLog``, one pass with plain COUNT/SUM; every attempt figure (tables, the
+latency chart, the p95 card) comes from ``UsageHourly`` for covered hours and from
+``AttemptLog`` for the others, the current hour always among them.  Counts, rates,
+tokens and costs are the same as from the log.  Latency figures are then per
+successful *attempt*, and where hours or targets are combined they are means of
+percentiles weighted by successes (``Overview.hourly_hours`` > 0 says so).  5 queries
+with the coverage query (6 off PostgreSQL).
 
 A request's success is ``status == success``; an attempt's success rate leaves out
 client-caused attempts (``cancelled``, ``client_error``) as the reliability
@@ -27,23 +45,29 @@ attempt's upstream cost.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Aggregate, Count, IntegerField, Q, QuerySet, Sum
+from django.db.models import Aggregate, Count, Q, QuerySet, Sum
 from django.db.models.functions import Trunc
 
+from telemetry import overview_hourly as hourly
 from telemetry.models import AttemptLog, RequestLog
+from telemetry.overview_hourly import (
+    CLIENT_CAUSED,
+    PercentileDisc,
+    UsageRow,
+    nearest_rank,
+)
 
 CHOICE_ROWS = 2000  # distinct filter combinations read for the dropdowns
 TABLE_ROWS = 100  # provider/model and connection rows shown, busiest first
 SAMPLE_ROWS = 50_000  # newest successful rows ranked in Python off PostgreSQL
 FILTER_MAX_CHARS = 300
-CLIENT_CAUSED = ("cancelled", "client_error")  # not samples (spec 06 §3.4)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,32 +163,6 @@ class Filters:
         return q
 
 
-class PercentileDisc(Aggregate):
-    """PostgreSQL's ``percentile_disc(p) WITHIN GROUP (ORDER BY expr)``."""
-
-    function = "PERCENTILE_DISC"
-    name = "PercentileDisc"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-
-    def __init__(self, expression: str, percent: int, **extra: Any) -> None:
-        if not 0 < percent <= 100:  # noqa: PLR2004
-            raise ValueError("percent must be in 1..100")
-        super().__init__(
-            expression,
-            fraction=f"{percent / 100:.2f}",
-            output_field=IntegerField(),
-            **extra,
-        )
-
-
-def nearest_rank(values: Sequence[int], percent: int) -> int | None:
-    """The value at position ⌈percent/100 × n⌉ of the sorted values (1-based)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, -(-percent * len(ordered) // 100) - 1)]
-
-
 def _exact_percentiles() -> bool:
     return connection.vendor == "postgresql"
 
@@ -186,31 +184,6 @@ class Bucket:
 
 
 @dataclass(slots=True, kw_only=True)
-class UsageRow:
-    """One provider/model or provider/connection over the period."""
-
-    provider: str
-    name: str  # the model id or the connection name
-    attempts: int = 0
-    samples: int = 0  # attempts, less client-caused ones
-    ok: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: Decimal | None = None
-    p50_latency_ms: int | None = None
-    p95_latency_ms: int | None = None
-    p95_ttft_ms: int | None = None
-
-    @property
-    def success_pct(self) -> float | None:
-        return 100.0 * self.ok / self.samples if self.samples else None
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(slots=True, kw_only=True)
 class Overview:
     period: Period
     since: datetime
@@ -219,9 +192,12 @@ class Overview:
     by_model: list[UsageRow]
     by_connection: list[UsageRow]
     choices: dict[str, list[str]]
-    exact: bool  # percentiles by the database over every row
+    exact: bool  # percentiles of log rows by the database over every row
     sampled: bool = False  # a Python sample reached SAMPLE_ROWS
     tables_capped: bool = False
+    #: finished hours whose attempt figures came from ``UsageHourly``; when > 0 the
+    #: latency figures are per attempt and combined as weighted means (module doc)
+    hourly_hours: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -288,7 +264,6 @@ def _buckets(
             cost=Sum("cost_usd"),
             **_request_percentiles(exact),
         )
-        .order_by("bucket")
     )
     for row in rows:
         bucket = by_start.get(period.floor(row["bucket"]))
@@ -419,15 +394,38 @@ def build_overview(
         .filter(filters.requests())
         .order_by()
     )
+    covered: set[datetime] = set()
+    if not (filters.route or filters.api_key):  # UsageHourly has no request fields
+        covered = hourly.covered_hours(since, hourly.hour_of(now))
+    if covered:
+        overview = _from_hourly_rows(period, filters, now, requests, covered, exact)
+    else:
+        overview = _from_log(period, filters, requests, starts, exact)
+    overview.choices = _choices(since)
+    return overview
+
+
+def _from_log(
+    period: Period,
+    filters: Filters,
+    requests: QuerySet[RequestLog],
+    starts: list[datetime],
+    exact: bool,
+) -> Overview:
     attempts = (
-        AttemptLog.objects.filter(started_at__gte=since)
+        AttemptLog.objects.filter(started_at__gte=starts[0])
         .filter(filters.attempts())
         .order_by()
     )
     buckets = _buckets(period, requests, starts, exact)
     totals = _totals(buckets)
-    by_model, model_capped = _usage_rows(attempts, "model", exact)
-    by_conn, conn_capped = _usage_rows(attempts, "connection", exact)
+    if exact:
+        by_model, model_capped = _usage_rows(attempts, "model", exact)
+        by_conn, conn_capped = _usage_rows(attempts, "connection", exact)
+    else:  # no percentile in the aggregate: both tables from one query
+        parts = hourly.target_parts(attempts, starts[0])
+        by_model, model_capped = hourly.table(parts, "model", TABLE_ROWS)
+        by_conn, conn_capped = hourly.table(parts, "connection", TABLE_ROWS)
     sampled = False
     if exact:
         cards = requests.aggregate(**_request_percentiles(exact))
@@ -438,13 +436,60 @@ def build_overview(
         sampled = _sampled_attempt_percentiles(attempts, by_model, by_conn) or sampled
     return Overview(
         period=period,
-        since=since,
+        since=starts[0],
         buckets=buckets,
         totals=totals,
         by_model=by_model,
         by_connection=by_conn,
-        choices=_choices(since),
+        choices={},
         exact=exact,
         sampled=sampled,
         tables_capped=model_capped or conn_capped,
+    )
+
+
+def _from_hourly_rows(
+    period: Period,
+    filters: Filters,
+    now: datetime,
+    requests: QuerySet[RequestLog],
+    covered: set[datetime],
+    exact: bool,
+) -> Overview:
+    starts = period.starts(now)
+    buckets = _buckets(period, requests, starts, exact=False)  # no percentiles
+    totals = _totals(buckets)
+    from_rows, from_log = hourly.split_hours(
+        starts[0], hourly.hour_of(now) + hourly.HOUR, covered
+    )
+    where = filters.attempts()  # provider and model only: both are columns here
+    parts = hourly.hourly_parts(from_rows, period.unit, where)
+    logged, sampled = hourly.log_parts(
+        from_log, period.unit, where, exact=exact, sample_rows=SAMPLE_ROWS
+    )
+    parts += logged
+    by_model, model_capped = hourly.table(parts, "model", TABLE_ROWS)
+    by_conn, conn_capped = hourly.table(parts, "connection", TABLE_ROWS)
+    per_bucket = hourly.rollup(parts, lambda p: p.bucket)
+    for bucket in buckets:
+        part = per_bucket.get(bucket.start)
+        if part is not None:
+            bucket.p95_latency_ms = part.p95_latency.value
+            bucket.p95_ttft_ms = part.p95_ttft.value
+    every = hourly.rollup(parts, lambda p: True).get(True)
+    if every is not None:
+        totals.p95_latency_ms = every.p95_latency.value
+        totals.p95_ttft_ms = every.p95_ttft.value
+    return Overview(
+        period=period,
+        since=starts[0],
+        buckets=buckets,
+        totals=totals,
+        by_model=by_model,
+        by_connection=by_conn,
+        choices={},
+        exact=exact,
+        sampled=sampled,
+        tables_capped=model_capped or conn_capped,
+        hourly_hours=len(covered),
     )

@@ -335,5 +335,5 @@ def refresh(now: datetime, *, dry_run: bool = False) -> RefreshResult:
     if not dry_run:
         with transaction.atomic():
             apply(counts.stats)
-            usage.apply(counts.usage)
+            usage.apply(counts.usage, computed_at=now)
     return counts

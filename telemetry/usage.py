@@ -6,6 +6,9 @@ connection) that had attempts, by upsert, and the rows of those hours whose grou
 no attempts any more are deleted.  Older hours are never touched, so a second run
 over the same attempts changes nothing (idempotent).
 
+Each row also records the run's clock (``computed_at``): the Overview dashboard reads
+an hour from these rows only once a run has rewritten it after the hour ended.
+
 Counting follows ``telemetry.reliability``: ``attempts`` are all rows, ``samples``
 leave out ``cancelled`` and ``client_error``, ``failures`` are non-success samples,
 percentiles are nearest-rank over the successes.  Unlike the 24 h statistics, an hour
@@ -188,16 +191,23 @@ def plan(records: Sequence[UsageRecord], start: datetime, end: datetime) -> Usag
     )
 
 
-def apply(usage_plan: UsagePlan) -> None:
-    """Upsert the hours' rows and delete the stale ones; call inside a transaction."""
+def apply(usage_plan: UsagePlan, *, computed_at: datetime) -> None:
+    """Upsert the hours' rows and delete the stale ones; call inside a transaction.
+
+    Every row is written, unchanged ones too, so ``computed_at`` tells the
+    dashboards which hours were rewritten after they ended (complete); it is not
+    compared by ``plan``, so an unchanged hour stays ``unchanged``."""
     from telemetry.models import UsageHourly
 
     if usage_plan.records:
         UsageHourly.objects.bulk_create(
-            [UsageHourly(**record.as_fields()) for record in usage_plan.records],
+            [
+                UsageHourly(**record.as_fields(), computed_at=computed_at)
+                for record in usage_plan.records
+            ],
             update_conflicts=True,
             unique_fields=KEY_FIELDS,
-            update_fields=VALUE_FIELDS,
+            update_fields=(*VALUE_FIELDS, "computed_at"),
         )
     if usage_plan.deleted:
         UsageHourly.objects.filter(pk__in=usage_plan.deleted).delete()

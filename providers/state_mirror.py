@@ -1,0 +1,342 @@
+"""The health mirror (spec 08 §3.2): health state read from memory, shared by Redis.
+
+Keys starting ``breaker:``, ``cooldown:``, ``auth:`` or ``lock:`` (the health state
+of spec 03 §8.1–8.4) are *mirrored*: every worker reads them from a process-local
+copy, so ``skip_reason`` never waits on the network.  Every other key goes straight
+to the ``RedisStore``.
+
+* **Write.** A write is one Lua script that stores the value, bumps the counter
+  ``health:seq``, records the key in the set ``health:keys`` and publishes
+  ``<epoch> <seq> {"k", "t", "v"}`` on the channel ``state``.  Publishing inside the
+  atomic step makes messages arrive in commit order.  The writer then applies its
+  own result to its mirror at once.
+* **Update** is a compare-and-set loop: ``fn`` runs on the mirror's value and the
+  script writes only if Redis still holds exactly that value; otherwise it answers
+  the current one and ``fn`` runs again on it.  One round trip while the mirror is
+  current, so no update is lost and a breaker outcome costs one call, not three.
+* **Apply.** A value reaches the mirror only when its ``seq`` is above the key's last
+  one, so a late message never overwrites a newer value.
+* **Resync.** Every 5 s, and on every (re)subscription or recovery, one script returns
+  the whole health state with the current ``seq`` S, atomically: keys last applied at
+  or below S are replaced, and mirrored keys missing from Redis are dropped.
+* **Epoch.** The first write into an empty Redis sets ``health:epoch`` to a random
+  token; a new token (Redis restarted or flushed) resets every ``seq``.
+* **Fail open.** While Redis is unreachable mirrored keys are read and written in the
+  mirror alone, which is then the worker's local state (``omniroute:`` counters go to
+  the same local store); the first resync after recovery replaces them with Redis's
+  state, never the reverse.
+
+Staleness is bounded by the pub/sub latency, and by the 5 s resync if a message is
+lost.  Scripts name keys outside ``KEYS``: this needs a standalone Redis, not Cluster.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from providers.redis_store import Client, RedisLink, RedisStore, ttl_ms
+from providers.state_codec import decode, encode, revive
+from providers.state_store import LocalStore
+
+MIRRORED_PREFIXES = ("breaker:", "cooldown:", "auth:", "lock:")
+RESYNC_SECONDS = 5.0  # spec 08 §3.2
+STATE_CHANNEL = "state"
+SEQ_KEY = "health:seq"
+INDEX_KEY = "health:keys"
+EPOCH_KEY = "health:epoch"
+
+# KEYS: key, seq, index, epoch.  ARGV: short key, value ('' = delete), ttl ms
+# ('0' = none), channel, epoch candidate, message body, expected value ('' = absent)
+# or nothing for an unconditional write.
+# -> {1, epoch, seq} written; {0, current} not the expected value; {2} unchanged.
+WRITE_SCRIPT = """
+if ARGV[7] then
+  local current = redis.call('GET', KEYS[1])
+  if (current or '') ~= ARGV[7] then
+    return {0, current}
+  end
+  if ARGV[2] == ARGV[7] and ARGV[3] == '0'
+      and (ARGV[2] == '' or redis.call('PTTL', KEYS[1]) == -1) then
+    return {2}
+  end
+end
+local epoch = redis.call('GET', KEYS[4])
+if not epoch then
+  epoch = ARGV[5]
+  redis.call('SET', KEYS[4], epoch)
+end
+local seq = redis.call('INCR', KEYS[2])
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[3], ARGV[1])
+else
+  if ARGV[3] == '0' then
+    redis.call('SET', KEYS[1], ARGV[2])
+  else
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  end
+  redis.call('SADD', KEYS[3], ARGV[1])
+end
+redis.call('PUBLISH', ARGV[4], epoch .. ' ' .. seq .. ' ' .. ARGV[6])
+return {1, epoch, seq}
+"""
+WRITTEN, CHANGED_MEANWHILE, UNCHANGED = 1, 0, 2
+
+# KEYS: seq, index, epoch.  ARGV: namespace.  -> epoch, seq, (key, value, pttl)*
+SNAPSHOT_SCRIPT = """
+local out = {redis.call('GET', KEYS[3]) or '', redis.call('GET', KEYS[1]) or '0'}
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local full = ARGV[1] .. k
+  local v = redis.call('GET', full)
+  if v then
+    out[#out + 1] = k
+    out[#out + 1] = v
+    out[#out + 1] = redis.call('PTTL', full)
+  else
+    redis.call('SREM', KEYS[2], k)
+  end
+end
+return out
+"""
+
+
+def is_mirrored(key: str) -> bool:
+    return key.startswith(MIRRORED_PREFIXES)
+
+
+def _message(key: str, encoded: bytes | None, ttl: int) -> bytes:
+    """``{"k": key, "t": ttl ms or null, "v": value}`` with the value's JSON inline."""
+    return b"".join(
+        (
+            b'{"k":',
+            orjson.dumps(key),
+            b',"t":',
+            str(ttl).encode() if ttl else b"null",
+            b',"v":',
+            encoded if encoded is not None else b"null",
+            b"}",
+        )
+    )
+
+
+def _seconds(ttl: int | None) -> float | None:
+    return None if ttl is None or ttl < 0 else ttl / 1000
+
+
+class MirroredStore:
+    """``StateStore``: health keys from the mirror, the rest from Redis."""
+
+    def __init__(self, link: RedisLink, *, resync_s: float = RESYNC_SECONDS) -> None:
+        self.link = link
+        self.mirror = LocalStore()
+        self.remote = RedisStore(link, fallback=self.mirror)
+        self._resync_s = resync_s
+        self._lock = threading.Lock()
+        self._seqs: dict[str, int] = {}  # key -> seq of the value in the mirror
+        self._epoch = ""
+        self._token = secrets.token_hex(8)
+        self._started = False
+
+    # ------------------------------------------------------------- reading
+
+    def get(self, key: str) -> Any:
+        if not self._started:
+            self.start()
+        if is_mirrored(key):
+            return self.mirror.get(key)
+        return self.remote.get(key)
+
+    def get_many(self, keys: Iterable[str]) -> list[Any]:
+        if not self._started:
+            self.start()
+        wanted = list(keys)
+        values = self.mirror.get_many(wanted)
+        remote = [k for k in wanted if not is_mirrored(k)]
+        if not remote:
+            return values
+        fetched = iter(self.remote.get_many(remote))
+        return [
+            v if is_mirrored(k) else next(fetched)
+            for k, v in zip(wanted, values, strict=True)
+        ]
+
+    def keys(self, prefix: str) -> list[str]:
+        if not self._started:
+            self.start()
+        if is_mirrored(prefix):
+            return self.mirror.keys(prefix)
+        found = [k for k in self.remote.keys(prefix) if not is_mirrored(k)]
+        if any(p.startswith(prefix) for p in MIRRORED_PREFIXES):
+            found += [k for k in self.mirror.keys(prefix) if is_mirrored(k)]
+        return found
+
+    # ------------------------------------------------------------- writing
+
+    def set(self, key: str, value: Any, ttl_s: float | None) -> None:
+        if not is_mirrored(key):
+            self.remote.set(key, value, ttl_s)
+            return
+        encoded = None if value is None else encode(value)
+        self.link.call(
+            "set",
+            lambda c: self._written(
+                key, value, ttl_s, c.eval(*self._script(key, encoded, ttl_s))[1:]
+            ),
+            lambda: self._local(key, lambda _: value, ttl_s),
+        )
+
+    def delete(self, key: str) -> None:
+        if not is_mirrored(key):
+            self.remote.delete(key)
+            return
+        self.link.call(
+            "delete",
+            lambda c: self._written(
+                key, None, None, c.eval(*self._script(key, None, None))[1:]
+            ),
+            lambda: self._local(key, lambda _: None, None),
+        )
+
+    def incr(self, key: str, delta: int, ttl_s: float | None) -> int:
+        if not is_mirrored(key):
+            return self.remote.incr(key, delta, ttl_s)
+        return int(self.update(key, lambda old: (old or 0) + delta, ttl_s))
+
+    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+        if not is_mirrored(key):
+            return self.remote.update(key, fn, ttl_s)
+        return self.link.call(
+            "update",
+            lambda c: self._compare_and_set(c, key, fn, ttl_s),
+            lambda: self._local(key, fn, ttl_s),
+        )
+
+    def _compare_and_set(
+        self, client: Client, key: str, fn: Callable[[Any], Any], ttl_s: float | None
+    ) -> Any:
+        current = self.mirror.get(key)
+        expected = b"" if current is None else encode(current)
+        while True:
+            value = fn(current)
+            encoded = None if value is None else encode(value)
+            reply = client.eval(*self._script(key, encoded, ttl_s), expected)
+            if reply[0] == WRITTEN:
+                self._written(key, value, ttl_s, reply[1:])
+                return value
+            if reply[0] == UNCHANGED:
+                return value
+            expected = reply[1] or b""  # another worker wrote: run fn on its value
+            current = decode(reply[1])
+
+    def _script(
+        self, key: str, encoded: bytes | None, ttl_s: float | None
+    ) -> tuple[Any, ...]:
+        gone = encoded is None or (ttl_s is not None and ttl_s <= 0)
+        ttl = 0 if gone or ttl_s is None else ttl_ms(ttl_s)
+        link = self.link
+        return (
+            WRITE_SCRIPT,
+            4,
+            link.key(key),
+            link.key(SEQ_KEY),
+            link.key(INDEX_KEY),
+            link.key(EPOCH_KEY),
+            key,
+            b"" if gone else encoded,
+            ttl,
+            link.channel(STATE_CHANNEL),
+            self._token,
+            _message(key, None if gone else encoded, ttl),
+        )
+
+    def _written(self, key: str, value: Any, ttl_s: float | None, reply: Any) -> None:
+        epoch, seq = reply
+        self._apply(key, value, ttl_s, epoch.decode(), int(seq))
+
+    def _local(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+        """Redis is away: the mirror is the worker's state (resync replaces it)."""
+        with self._lock:
+            self._seqs.pop(key, None)
+        return self.mirror.update(key, fn, ttl_s)
+
+    # ------------------------------------------------------------- mirroring
+
+    def _apply(
+        self, key: str, value: Any, ttl_s: float | None, epoch: str, seq: int
+    ) -> None:
+        with self._lock:
+            if epoch != self._epoch:
+                self._epoch = epoch
+                self._seqs.clear()  # Redis restarted or was flushed
+            if seq <= self._seqs.get(key, -1):
+                return
+            self._seqs[key] = seq
+            if value is None or (ttl_s is not None and ttl_s <= 0):
+                self.mirror.delete(key)
+            else:
+                self.mirror.set(key, value, ttl_s)
+
+    def on_message(self, data: bytes) -> None:
+        epoch, seq, body = data.split(b" ", 2)
+        message = orjson.loads(body)
+        value = revive(message["v"])
+        ttl_s = _seconds(message["t"])
+        self._apply(message["k"], value, ttl_s, epoch.decode(), int(seq))
+
+    def resync(self) -> None:
+        """Replace the mirror with Redis's health state (no-op while it is away)."""
+        link = self.link
+
+        def remote(client: Client) -> list[Any]:
+            keys = (link.key(SEQ_KEY), link.key(INDEX_KEY), link.key(EPOCH_KEY))
+            return list(client.eval(SNAPSHOT_SCRIPT, 3, *keys, link.namespace))
+
+        reply = link.call("resync", remote, list)
+        if not reply:
+            return
+        epoch, seq = reply[0].decode(), int(reply[1])
+        entries = {
+            reply[i].decode(): (decode(reply[i + 1]), _seconds(int(reply[i + 2])))
+            for i in range(2, len(reply), 3)
+        }
+        self._replace(epoch, seq, entries)
+
+    def _replace(
+        self, epoch: str, seq: int, entries: dict[str, tuple[Any, float | None]]
+    ) -> None:
+        with self._lock:
+            if epoch != self._epoch:  # "" = nothing written since Redis started
+                self._epoch = epoch
+                self._seqs.clear()
+            for key, (value, ttl_s) in entries.items():
+                if self._seqs.get(key, -1) < seq:
+                    self._seqs[key] = seq
+                    self.mirror.set(key, value, ttl_s)
+            for prefix in MIRRORED_PREFIXES:
+                for key in self.mirror.keys(prefix):
+                    if key not in entries and self._seqs.get(key, -1) < seq:
+                        self.mirror.delete(key)
+            stale = [k for k, s in self._seqs.items() if k not in entries and s < seq]
+            for key in stale:
+                del self._seqs[key]
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Load the mirror and follow ``state`` (on first use; idempotent)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        self.resync()
+        subscriber = self.link.subscriber
+        subscriber.listen(
+            self.link.channel(STATE_CHANNEL), self.on_message, on_connect=self.resync
+        )
+        subscriber.every(self._resync_s, self.resync)
+        self.link.on_recovery(subscriber.hurry)
