@@ -144,7 +144,12 @@ class Persist:
 async def _serve(
     ctx: ChatContext, key: KeyPolicy, body: bytes, send: Send, persist: Persist
 ) -> None:
-    reply = await handle_chat(body, ctx, key)
+    gauge = metrics.bounded(metrics.REQUESTS_IN_FLIGHT, "false")
+    gauge.inc()
+    try:
+        reply = await handle_chat(body, ctx, key)
+    finally:
+        gauge.dec()
     drain.committed()
     if isinstance(reply, JSONReply):
         await persist.flush()

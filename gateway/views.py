@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 import orjson
@@ -11,7 +12,12 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    generate_latest,
+    multiprocess,
+)
 
 from gateway import drain
 from gateway.auth import authenticate
@@ -154,7 +160,17 @@ async def metrics_view(request: HttpRequest) -> HttpResponse:
             await asyncio.to_thread(_read_job_successes)
         except Exception:  # noqa: BLE001 - a scrape never fails for this gauge
             logger.warning("metrics: could not read the last job successes")
-    return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(_exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _exposition() -> bytes:
+    """This process's metrics, or every worker's when ``PROMETHEUS_MULTIPROC_DIR``
+    is set (spec 08 §2.2: one scrape covers all workers of a node)."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return generate_latest()
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return generate_latest(registry)
 
 
 JOB_GAUGE_CACHE_SECONDS = 30.0  # spec 06 §2

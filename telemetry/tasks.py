@@ -30,13 +30,13 @@ def deliver_webhook_task(delivery_id: int) -> None:
         )
 
 
-@shared_task(ignore_result=True)
+@shared_task(ignore_result=True, soft_time_limit=240, time_limit=300)
 def compute_reliability_24h_task(triggered_by: str = "beat") -> None:
     run = run_job(jobs.COMPUTE_RELIABILITY, triggered_by=triggered_by)
     logger.info("%s: %s", run.job, run.outcome)
 
 
-@shared_task(ignore_result=True)
+@shared_task(ignore_result=True, soft_time_limit=1500, time_limit=1800)
 def prune_logs_task(triggered_by: str = "beat") -> None:
     run = run_job(jobs.PRUNE_LOGS, triggered_by=triggered_by)
     logger.info("%s: %s", run.job, run.outcome)

@@ -111,3 +111,12 @@ def test_metrics_carry_each_jobs_last_success():
         )
     )
     assert float(line.split()[-1]) == finished.timestamp()
+
+
+def test_metrics_aggregate_worker_files_in_multiprocess_mode(monkeypatch, tmp_path):
+    from gateway import views
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    assert views._exposition() == b""  # no worker has written a file yet
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    assert b"omniroute_requests_total" in views._exposition()
