@@ -302,10 +302,14 @@ class RunRecord:
                 row["connection"],
                 row["result"],
             ).inc()
-            if row["latency_ms"] is not None:
+            # spec 06 §2: full body for JSON, first byte for streams
+            waited = row.get("ttfb_ms") if self.stream else row["latency_ms"]
+            if waited is None:
+                waited = row["latency_ms"]
+            if waited is not None:
                 metrics.bounded(
                     metrics.UPSTREAM_LATENCY, row["provider"], row["model"], stream
-                ).observe(row["latency_ms"] / 1000)
+                ).observe(waited / 1000)
             if row["ttft_ms"] is not None:
                 metrics.bounded(
                     metrics.UPSTREAM_TTFT, row["provider"], row["model"]
