@@ -38,6 +38,7 @@ from gateway import drain
 from gateway.arena_cache import cache as arena_cache
 from gateway.state import tables
 from gateway.stats_cache import cache as stats_cache
+from providers.health import start_shared_state
 from providers.http import close_upstream_clients
 from telemetry import recorder, webhooks
 
@@ -49,6 +50,8 @@ DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 async def startup() -> None:
     await tables.ensure()
+    # Spec 08 §3.2: load the health mirror and follow Redis now (no-op without it).
+    await asyncio.to_thread(start_shared_state)
     # Spec 04 §3.1: the 24 h statistics, loaded and then refreshed off the request path.
     stats_cache.start()
     # Spec 04 §9.2: Arena fitness, the same way; unused while the sync is off.

@@ -47,7 +47,11 @@ class TableHolder:
                 for provider in table.providers.values()
                 for conn in provider.connections
             )
-            self.table = table
+            previous, self.table = self.table, table
+        if previous is not None:
+            gone = _names(previous) - _names(table)
+            if gone:
+                metrics.forget_labels(gone)
         logger.info("routing table loaded: config version %s", table.version)
         return table
 
@@ -123,6 +127,15 @@ class TableHolder:
             return table
         finally:
             close_old_connections()
+
+
+def _names(table: RoutingTable) -> set[str]:
+    """Configured names that metric labels carry: providers, combos, aliases."""
+    return {
+        *(p.slug for p in table.providers.values()),
+        *(c.name for c in table.combos.values()),
+        *table.smart_routes,
+    }
 
 
 def shadowing_combos(table: RoutingTable) -> list[str]:

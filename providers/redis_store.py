@@ -328,6 +328,8 @@ class RedisStore:
         )
 
     def keys(self, prefix: str) -> list[str]:
+        # The namespace also holds pins (pin:), the config version (config:) and the
+        # mirror's bookkeeping (health:); no store key starts with those.
         start = len(self.link.namespace)
         pattern = glob_escape(self.link.key(prefix)) + "*"
 

@@ -159,6 +159,7 @@ LABEL_OVERFLOW = Counter(
 
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}
 _counts: dict[int, int] = {}
+_families: dict[int, Any] = {}
 
 
 def _max_series() -> int:
@@ -185,8 +186,35 @@ def bounded(metric: Any, *values: str) -> Any:
         LABEL_OVERFLOW.labels(metric._name).inc()
         return metric.labels(*("other" for _ in values))
     _counts[id(metric)] = count + 1
+    _families[id(metric)] = metric
     child = _children[key] = metric.labels(*values)
     return child
+
+
+def forget_labels(gone: set[str]) -> int:
+    """Remove every series carrying one of ``gone`` as a whole label value or as
+    its ``provider/`` or ``provider@`` part (spec 06 §2 rule 4: removed
+    providers, combos and aliases lose their series at the next config reload)."""
+
+    def stale(value: str) -> bool:
+        if value in gone:
+            return True
+        head = value.split("/", 1)[0].split("@", 1)[0].removeprefix("combo:")
+        return head in gone
+
+    removed = 0
+    for key in [k for k in _children if any(stale(v) for v in k[1])]:
+        metric_id, values = key
+        family = _families.get(metric_id)
+        del _children[key]
+        _counts[metric_id] = max(0, _counts.get(metric_id, 1) - 1)
+        if family is not None:
+            try:
+                family.remove(*values)
+            except KeyError:
+                continue
+            removed += 1
+    return removed
 
 
 def forget_series() -> None:

@@ -15,3 +15,22 @@ def _ci_services_present() -> None:
         from django.conf import settings
 
         assert "postgresql" in settings.DATABASES["default"]["ENGINE"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_background_threads(django_db_setup):
+    """Stop the config watcher and the statistics caches before the test database
+    is dropped: a thread polling it at that moment makes DROP DATABASE fail.
+    (Depending on ``django_db_setup`` makes this teardown run before the drop.)"""
+    yield
+    from gateway.arena_cache import cache as arena_cache
+    from gateway.state import tables
+    from gateway.stats_cache import cache as stats_cache
+
+    holders = (tables, stats_cache, arena_cache)
+    for holder in holders:
+        holder.stop()
+    for holder in holders:
+        thread = getattr(holder, "_thread", None)
+        if thread is not None:
+            thread.join(timeout=5)

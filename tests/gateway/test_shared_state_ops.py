@@ -30,7 +30,7 @@ from providers.redis_store import RedisLink, _Links, shared_link, shared_state_m
 from providers.state_mirror import MirroredStore
 from providers.state_store import LocalStore
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = os.environ.get("OMNIROUTE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def dead_url() -> str:
@@ -46,8 +46,8 @@ def links(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, RedisLink]]:
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=0.5).ping()
     except redis.RedisError:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but Redis at 127.0.0.1:6379 is down")
-        pytest.skip("Redis at 127.0.0.1:6379 is not running")
+            pytest.fail(f"CI=true but Redis at {REDIS_URL} is down")
+        pytest.skip(f"Redis at {REDIS_URL} is not running")
     namespace = f"omniroute-test-{uuid.uuid4().hex[:12]}:"
     registry = {REDIS_URL: RedisLink(REDIS_URL, timeout_s=0.5, namespace=namespace)}
     monkeypatch.setattr(_Links, "by_url", registry)

@@ -1,8 +1,8 @@
 """Helpers for the shared state tests: the real Redis, links under a fresh key
 prefix, an injectable clock, a recording observer and a proxy that fakes an outage.
 
-Redis is the one on 127.0.0.1:6379.  With CI=true a missing Redis fails the test;
-otherwise the test skips.
+Redis is the one on 127.0.0.1:6379 (or ``OMNIROUTE_TEST_REDIS_URL``).  With CI=true
+a missing Redis fails the test; otherwise the test skips.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import redis
 
 from providers.redis_store import RedisLink
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = os.environ.get("OMNIROUTE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SAFE_TIMEOUT_S = 0.5  # no spurious fallback on a loaded CI machine
 
 
@@ -28,8 +28,8 @@ def require_redis() -> str:
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=0.5).ping()
     except redis.RedisError:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but Redis at 127.0.0.1:6379 is down")
-        pytest.skip("Redis at 127.0.0.1:6379 is not running")
+            pytest.fail(f"CI=true but Redis at {REDIS_URL} is down")
+        pytest.skip(f"Redis at {REDIS_URL} is not running")
     return REDIS_URL
 
 
@@ -85,8 +85,9 @@ class Clock:
 class FlakyProxy:
     """A TCP proxy to the test Redis that can drop every connection (an outage)."""
 
-    def __init__(self, port: int = 6379) -> None:
-        self._target = ("127.0.0.1", port)
+    def __init__(self, url: str = REDIS_URL) -> None:
+        target = redis.connection.parse_url(url)
+        self._target = (target.get("host", "127.0.0.1"), target.get("port", 6379))
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
         self.is_up = True
