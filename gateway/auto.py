@@ -24,6 +24,7 @@ from gateway.arena_cache import cache as arena_cache
 from gateway.arena_cache import category_for
 from gateway.combo_plan import connection_quota
 from gateway.engine.plan import Slot
+from gateway.engine.ratelimits import quota_key
 from gateway.engine.resolve import RouteKind
 from gateway.engine.types import KeyPolicy, RoutingTable, Strategy, Target
 from gateway.requests import RequestError
@@ -142,7 +143,24 @@ def environment(
     route: AutoRoute,
     now: float,
     session: str | None,
+    pool: list[Target] | None = None,
 ) -> Environment:
+    """Live lookups for ``decide``.  With ``pool`` the state-store records the
+    pipeline reads per candidate (self-healing entries, quota readings, the LKGP
+    record) are fetched in ONE ``get_many`` (one Redis round trip, spec 08 §3.2)."""
+    lkgp_key = f"lkgp:{route.state_id}:{session}" if session is not None else None
+    read: dict[str, Any] = {}
+    if pool:
+        wanted = {heal_key(t.key) for t in pool}
+        wanted |= {quota_key(_conn(t)) for t in pool}
+        if lkgp_key is not None:
+            wanted.add(lkgp_key)
+        names = sorted(wanted)
+        read = dict(zip(names, board.store.get_many(names), strict=True))
+
+    def fetched(name: str) -> Any:
+        return read[name] if name in read else board.store.get(name)
+
     def reachable(target: Target) -> tuple[str, float | None] | None:
         found = board.skip_reason(
             _conn(target),
@@ -156,7 +174,8 @@ def environment(
         return board.describe_circuit(_conn(target), now).value
 
     def quota(target: Target) -> tuple[float | None, float | None, float | None]:
-        snap = connection_quota(target.connection, _conn(target), now)
+        conn = _conn(target)
+        snap = connection_quota(target.connection, conn, now, fetched(quota_key(conn)))
         pct = None if snap.remaining is None else snap.remaining * 100
         return pct, snap.resets_at, snap.window_s
 
@@ -164,14 +183,14 @@ def environment(
         return stats.snapshot(target.key, now).in_flight
 
     def healing_entry(candidate: str) -> dict[str, Any] | None:
-        entry = board.store.get(heal_key(candidate))
+        entry = fetched(heal_key(candidate))
         return entry if isinstance(entry, dict) else None
 
     channel = route.channel
     excluded = table.overrides.get((key.id, channel)) if channel is not None else None
     lkgp = None
-    if session is not None:
-        record = board.store.get(f"lkgp:{route.state_id}:{session}")
+    if lkgp_key is not None:
+        record = fetched(lkgp_key)
         lkgp = record if isinstance(record, str) else None
     return Environment(
         table_settings=table.settings,
@@ -211,8 +230,9 @@ async def plan_auto(
         now=now,
         rng=rng or _rng,
     )
-    env = environment(table, key, route, now, session_key)
-    decision = await decide(request, env, servable(table, route))
+    pool = servable(table, route)
+    env = environment(table, key, route, now, session_key, pool)
+    decision = await decide(request, env, pool)
     for candidate, entry in decision.healing_writes.items():
         if entry is None:
             board.store.delete(heal_key(candidate))

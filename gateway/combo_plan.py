@@ -124,8 +124,14 @@ def _state_key(strategy: str, combo: ComboInfo, facts: RequestFacts) -> str | No
     return None
 
 
+_UNREAD = object()
+
+
 def connection_quota(
-    connection: ConnectionInfo | None, conn_key: str, now: float
+    connection: ConnectionInfo | None,
+    conn_key: str,
+    now: float,
+    reading: Any = _UNREAD,
 ) -> Quota:
     if connection is None:
         return Quota()
@@ -133,7 +139,8 @@ def connection_quota(
     window = connection.quota_reset_interval_seconds
     remaining: float | None = None
     resets_at: float | None = None
-    reading = board.store.get(quota_key(conn_key))
+    if reading is _UNREAD:
+        reading = board.store.get(quota_key(conn_key))
     if isinstance(reading, dict) and now - reading.get("at", 0) <= MAX_AGE_SECONDS:
         # source 1: the connection's last rate-limit headers (< 10 min old)
         remaining = float(reading["remaining"])
