@@ -44,6 +44,18 @@ class _Entry:
     attempts: list[dict[str, Any]]
 
 
+def _without_nul(value: Any) -> Any:
+    """``value`` without NUL characters, which PostgreSQL text and JSON refuse: one
+    in a client's model name would otherwise fail the request's whole batch."""
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 class _Inserter:
     """``INSERT … ON CONFLICT DO NOTHING`` by ``executemany`` for one model.
 
@@ -72,6 +84,8 @@ class _Inserter:
     def _converter(field: Any, vendor: str, ops: Any, conn: Any) -> Any:
         target = field.target_field if field.is_relation else field
         kind = target.get_internal_type()
+        if kind in ("CharField", "TextField"):
+            return _without_nul
         if kind == "UUIDField":
             return (lambda v: v.hex) if vendor == "sqlite" else None
         if kind == "DateTimeField":
@@ -80,7 +94,7 @@ class _Inserter:
             digits, places = field.max_digits, field.decimal_places
             return lambda v: ops.adapt_decimalfield_value(v, digits, places)
         if kind == "JSONField":
-            return lambda v: field.get_db_prep_value(v, conn)
+            return lambda v: field.get_db_prep_value(_without_nul(v), conn)
         return None
 
     def rows(self, dicts: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:

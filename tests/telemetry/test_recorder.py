@@ -163,6 +163,21 @@ def test_a_retried_batch_with_new_requests_adds_only_the_new_ones(request_pair):
     assert AttemptLog.objects.count() == 2
 
 
+@pytest.mark.django_db
+def test_nul_characters_are_dropped_instead_of_failing_the_batch(request_pair):
+    """PostgreSQL refuses NUL in text and JSON; a client's model name may hold one."""
+    request, attempts = request_pair(
+        attempts=1, requested_model="pa/m\x001", skips=[{"model": "x\x00y"}]
+    )
+    attempts[0]["error_message"] = "bad\x00"
+
+    write_rows([_Entry(request, attempts)])
+
+    stored = RequestLog.objects.get()
+    assert (stored.requested_model, stored.skips) == ("pa/m1", [{"model": "xy"}])
+    assert AttemptLog.objects.get().error_message == "bad"
+
+
 @pytest.fixture
 def sqlite_default(django_db_blocker, monkeypatch) -> Iterator[None]:
     """Point this thread's ``default`` alias at an in-memory SQLite with the log

@@ -1,0 +1,255 @@
+"""Two gateway processes sharing one PostgreSQL database and one Redis (spec 08 §3, §6).
+
+Worker A and worker B are separate uvicorn processes on their own ports, started with
+the start logic of ``conftest.Gateway`` (the session gateway stays on SQLite and is not
+touched).  They share a throwaway database created here and dropped at the end, and
+Redis database 9, flushed before and after.  Each test uses state no other test uses:
+its own provider, key or session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import redis
+
+from providers.mock_upstream import RunningMock, start_in_thread
+from tests.integration.conftest import KEY_ALL, Gateway, base_config, free_port
+
+pytestmark = pytest.mark.integration
+
+PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/9"
+KEY_RPM = "sk-or-test-mw-rpm-ten-000000000000000000000000"
+RPM = 10
+CONCURRENT = 30
+BREAKER_FAILURES = 5  # consecutive failures that open a breaker (spec 03 §8.1)
+PROPAGATION_SECONDS = 1.0  # the issue's bound for B to honour A's breaker
+SLACK_SECONDS = 0.5  # scheduling on a loaded 2-core machine
+AUTH = {"Authorization": f"Bearer {KEY_ALL}"}
+
+
+def extra_config(mock_url: str) -> str:
+    """A provider for the breaker test alone, a pin-capable combo and an rpm key."""
+    return f"""
+providers:
+  - slug: pz
+    kind: openai
+    base_url: {mock_url}
+    connections:
+      - name: main
+        api_key: sk-upstream-secret-pz-1234567890
+    models:
+      - id: mz
+combos:
+  - name: rotate
+    strategy: round-robin
+    config: {{stickyRoundRobinLimit: 1}}
+    targets: [{{model: pa/m1}}, {{model: pb/m2}}]
+api_keys:
+  - name: rpm-ten
+    key: {KEY_RPM}
+    rpm: {RPM}
+"""
+
+
+def _reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _require_services() -> None:
+    """Skip without Redis and PostgreSQL; with CI=true their absence is a failure."""
+    missing = [
+        name
+        for name, port in (("Redis", 6379), ("PostgreSQL", 5432))
+        if not _reachable(port)
+    ]
+    if not missing:
+        return
+    message = f"{' and '.join(missing)} not reachable on 127.0.0.1"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class PgGateway(Gateway):
+    """A ``Gateway`` whose database is PostgreSQL: the version is read with psycopg."""
+
+    def __init__(self, data_dir: Path, port: int, env: dict[str, str]) -> None:
+        super().__init__(data_dir, port, env)
+        self.log = data_dir / f"gateway-{port}.log"
+
+    def config_version(self) -> int:
+        with psycopg.connect(self.env["DATABASE_URL"]) as conn:
+            row = conn.execute(
+                "select version from providers_configrevision"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def _flush_redis() -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def own_mock() -> Iterator[RunningMock]:
+    with start_in_thread() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def workers(own_mock: RunningMock) -> Iterator[tuple[PgGateway, PgGateway]]:
+    _require_services()
+    name = f"omniroute_mw_{os.getpid()}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    _flush_redis()
+    data_dir = Path(tempfile.mkdtemp(prefix="omniroute-mw-"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_"))
+    }
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",
+            # one secret for both: the credentials are encrypted with a key derived
+            # from it, and the two processes read the same rows
+            "DJANGO_SECRET_KEY": f"mw-{uuid.uuid4().hex}{uuid.uuid4().hex}",
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
+            "REDIS_URL": REDIS_URL,
+            "OMNIROUTE_DATA_DIR": str(data_dir),
+            "OMNIROUTE_CONFIG_POLL_MS": "200",
+            "OMNIROUTE_LOG_FLUSH_MS": "100",
+            # generous: these tests prove sharing, a timeout would fall back to local
+            "OMNIROUTE_REDIS_TIMEOUT_MS": "2000",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    first = PgGateway(data_dir, free_port(), env)
+    second = PgGateway(data_dir, free_port(), env)
+    try:
+        first.start()  # runs migrate once; the second one finds nothing to do
+        second.start()
+        for yaml_text in (base_config(own_mock.url), extra_config(own_mock.url)):
+            result = first.apply(yaml_text)
+            assert result.returncode == 0, result.stderr
+        second.wait_for_version(first.config_version())
+        yield first, second
+    finally:
+        first.stop()
+        second.stop()
+        _flush_redis()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def upstream(own_mock: RunningMock) -> Iterator[RunningMock]:
+    own_mock.reset()
+    yield own_mock
+    own_mock.reset()
+
+
+def _chat(
+    gateway: Gateway,
+    *,
+    key: str = KEY_ALL,
+    headers: dict[str, str] | None = None,
+    **body: Any,
+) -> httpx.Response:
+    return httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}", **(headers or {})},
+        json={"messages": [{"role": "user", "content": uuid.uuid4().hex}], **body},
+        timeout=30,
+    )
+
+
+def test_a_breaker_opened_through_a_is_honoured_by_b(workers, upstream):
+    a, b = workers
+    upstream.add("mz", status=500)
+    for _ in range(BREAKER_FAILURES):
+        assert _chat(a, model="pz/mz").status_code == 502
+    opened_at = time.monotonic()
+    calls_before = [r["model"] for r in upstream.requests()].count("mz")
+    assert calls_before == BREAKER_FAILURES
+    first: dict[str, Any] = {}
+    while time.monotonic() - opened_at < PROPAGATION_SECONDS + SLACK_SECONDS:
+        response = _chat(b, models=["pz/mz", "pb/m2"])
+        assert response.status_code == 200, response.text
+        first = response.json()["omniroute"]["failover"]["attempts"][0]
+        if first["status"] == "skipped":
+            break
+        time.sleep(0.05)
+    assert (first["model"], first["status"], first["reason"], first["calls"]) == (
+        "pz/mz",
+        "skipped",
+        "circuit_open",
+        0,
+    )
+    # and from then on B never calls the open connection
+    seen = [r["model"] for r in upstream.requests()].count("mz")
+    for _ in range(3):
+        response = _chat(b, models=["pz/mz", "pb/m2"])
+        assert response.json()["omniroute"]["served_model"] == "pb/m2"
+    assert [r["model"] for r in upstream.requests()].count("mz") == seen
+
+
+def test_rpm_10_hit_through_both_workers_admits_exactly_10(workers, upstream):
+    a, b = workers
+    targets = [a if i % 2 else b for i in range(CONCURRENT)]
+    with ThreadPoolExecutor(max_workers=CONCURRENT) as pool:
+        responses = list(
+            pool.map(lambda gw: _chat(gw, key=KEY_RPM, model="pb/m2"), targets)
+        )
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200] * RPM + [429] * (CONCURRENT - RPM)
+    for refused in (r for r in responses if r.status_code == 429):
+        assert refused.json()["error"]["code"] == "key_rate_limited"
+        assert int(refused.headers["retry-after"]) >= 1
+    assert len(upstream.requests()) == RPM
+
+
+def test_a_session_pin_made_on_a_is_used_by_b(workers, upstream):
+    a, b = workers
+    session = {"X-Session-Id": f"mw-{uuid.uuid4().hex}"}
+    first = _chat(a, model="rotate", headers=session)
+    assert first.status_code == 200, first.text
+    pinned = first.json()["omniroute"]["served_model"]
+    # without the pin the shared rotation (limit 1) would alternate targets
+    served = [
+        _chat(b, model="rotate", headers=session).json()["omniroute"]["served_model"]
+        for _ in range(4)
+    ]
+    assert served == [pinned] * 4
+    # fresh sessions on B still rotate: the pin, not the counter, held B
+    fresh = {
+        _chat(b, model="rotate", headers={"X-Session-Id": uuid.uuid4().hex}).json()[
+            "omniroute"
+        ]["served_model"]
+        for _ in range(4)
+    }
+    assert fresh == {"pa/m1", "pb/m2"}
