@@ -54,6 +54,16 @@ def render(report: dict[str, Any]) -> str:
             f"- streaming TTFT overhead {ttft['gateway'] - ttft['direct']:.3f} "
             "ms over direct (target ≤ 1.0)"
         )
+    multi = sorted({r["target"] for r in report["results"]} - {"gateway"})
+    for name in (n for n in multi if n.startswith("gateway-") and n.endswith("w")):
+        for mode in ("json", "stream"):
+            one, many = _get(report, "gateway", mode, 16), _get(report, name, mode, 16)
+            if one and many:
+                lines.append(
+                    f"- {mode}: c16 with {name[len('gateway-') : -1]} uvicorn workers "
+                    f"{many['rps']:.0f} req/s = {many['rps'] / one['rps']:.2f}× one "
+                    "worker (all CPUs, shared with the mock and wrk on this box)"
+                )
     return "\n".join(lines)
 
 

@@ -146,7 +146,7 @@ def measure_ttft(url: str, model: str, count: int) -> float:
 
 
 class Stack:
-    def __init__(self, with_daphne: bool) -> None:
+    def __init__(self, with_daphne: bool, workers: int = 1) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self.data = Path(tempfile.mkdtemp(prefix="omniroute-bench-"))
         self.mock_port, self.floor_port, self.gw_port = (
@@ -155,6 +155,9 @@ class Stack:
             free_port(),
         )
         self.daphne_port = free_port() if with_daphne else None
+        #: a second gateway with N uvicorn workers on every CPU (scaling, spec 08)
+        self.workers = workers
+        self.multi_port = free_port() if workers > 1 else None
         self.env = {
             k: v
             for k, v in os.environ.items()
@@ -268,7 +271,39 @@ api_keys:
                     ],
                 )
             )
-        for port in (self.mock_port, self.floor_port, self.gw_port, self.daphne_port):
+        if self.multi_port:
+            self.spawn(
+                pinned(
+                    ",".join(str(i) for i in range(os.cpu_count() or 1)),
+                    [
+                        py,
+                        "-m",
+                        "uvicorn",
+                        "omniroute_site.asgi:application",
+                        "--port",
+                        str(self.multi_port),
+                        "--workers",
+                        str(self.workers),
+                        "--lifespan",
+                        "on",
+                        "--no-access-log",
+                        "--log-level",
+                        "warning",
+                        "--loop",
+                        "uvloop",
+                        "--http",
+                        "httptools",
+                    ],
+                )
+            )
+        ports = (
+            self.mock_port,
+            self.floor_port,
+            self.gw_port,
+            self.daphne_port,
+            self.multi_port,
+        )
+        for port in ports:
             if port:
                 wait_http(f"http://127.0.0.1:{port}/healthz")
 
@@ -301,6 +336,14 @@ def targets(stack: Stack) -> list[tuple[str, str, str]]:
             "up/mock-small",
         ),
     ]
+    if stack.multi_port:
+        items.append(
+            (
+                f"gateway-{stack.workers}w",
+                f"http://127.0.0.1:{stack.multi_port}/v1/chat/completions",
+                "up/mock-small",
+            )
+        )
     if stack.daphne_port:
         items.append(
             (
@@ -318,11 +361,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttft-samples", type=int, default=300)
     parser.add_argument("--daphne", action="store_true", help="also measure daphne")
     parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="also measure a gateway with N uvicorn workers (1 = skip)",
+    )
     args = parser.parse_args(argv)
     if not shutil.which("wrk"):
         print("wrk is required (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    stack = Stack(args.daphne)
+    stack = Stack(args.daphne, args.workers)
     lua = stack.data / "post.lua"
     lua.write_text(LUA)
     results: list[Result] = []

@@ -495,5 +495,5 @@ def _exclude_position(path: str) -> int | None:
     """``exclude[3]`` -> 3; any other path -> None."""
     if path.startswith("exclude[") and path.endswith("]"):
         inner = path[len("exclude[") : -1]
-        return int(inner) if inner.isdigit() else None
+        return int(inner) if inner.isascii() and inner.isdigit() else None
     return None

@@ -184,9 +184,10 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
     combos_raw = _section(data, "combos", top)
     for item in combos_raw:  # overlay every combo of the file before checking refs
         if isinstance(item, dict) and isinstance(item.get("name"), str):
+            targets = item.get("targets")
             refs = [
                 str(t["combo"]).lower()
-                for t in item.get("targets") or []
+                for t in (targets if isinstance(targets, list) else [])
                 if isinstance(t, dict) and isinstance(t.get("combo"), str)
             ]
             index.combos[item["name"].lower()] = (

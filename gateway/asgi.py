@@ -103,7 +103,7 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _declared_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length")
-    return int(value) if value and value.isdigit() else None
+    return int(value) if value and value.isascii() and value.isdigit() else None
 
 
 class Persist:

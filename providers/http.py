@@ -263,7 +263,7 @@ def _check_status(response: httpx.Response) -> None:
 
 def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
     announced = response.headers.get("content-length", "")
-    if announced.isdigit() and int(announced) > max_bytes:
+    if announced.isascii() and announced.isdigit() and int(announced) > max_bytes:
         raise FetchError(
             f"GET {response.url}: payload of {announced} bytes exceeds {max_bytes}"
         )

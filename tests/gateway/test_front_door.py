@@ -131,3 +131,10 @@ async def test_get_on_the_chat_path_is_405(configured):
     app = ApplicationCommunicator(application, scope)
     start = await app.receive_output(5)
     assert start["status"] == 405
+
+
+def test_a_superscript_content_length_is_not_a_number():
+    from gateway.asgi import _declared_length
+
+    assert _declared_length({"content-length": "²"}) is None
+    assert _declared_length({"content-length": "12"}) == 12
