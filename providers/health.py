@@ -221,7 +221,7 @@ class HealthBoard:
             conn, breaker_outcome(reason, detail), now, config
         )
         if reason is None:
-            self._success(conn)
+            self._success(conn, config)
         elif reason == FailureReason.RATE_LIMIT:
             seconds = parse_retry_after(retry_after, now)
             self.store.update(
@@ -236,7 +236,7 @@ class HealthBoard:
                 lambda s: auth_failed(
                     s or AuthDisable(), now, str(detail), message or "", config.auth
                 ),
-                None,
+                config.auth.max_seconds + STATE_TTL_EXTRA_SECONDS,
             )
             trigger = "auth"
         elif detail == FailureDetail.MODEL_NOT_FOUND:
@@ -258,19 +258,26 @@ class HealthBoard:
             opened = new.open_until is not None and new.open_until != current.open_until
             return new
 
-        self.store.update(f"breaker:{conn}", apply, None)
+        # spec 08 §3.1: a breaker nobody touched for its longest open time + 1 h is
+        # forgotten (it would read CLOSED with an empty window anyway)
+        ttl = config.breaker.max_open_seconds + STATE_TTL_EXTRA_SECONDS
+        self.store.update(f"breaker:{conn}", apply, ttl)
         return "server_error" if opened else None
 
-    def _success(self, conn: str) -> None:
+    def _success(self, conn: str, config: HealthConfig) -> None:
         cooldown = self.store.get(f"cooldown:{conn}")
         if cooldown is not None and cooldown.level:
             self.store.update(
-                f"cooldown:{conn}", lambda s: cooldown_success(s or Cooldown()), None
+                f"cooldown:{conn}",
+                lambda s: cooldown_success(s or Cooldown()),
+                config.cooldown.max_retry_after_seconds + STATE_TTL_EXTRA_SECONDS,
             )
         auth = self.store.get(f"auth:{conn}")
         if auth is not None and auth.failures:
             self.store.update(
-                f"auth:{conn}", lambda s: auth_success(s or AuthDisable()), None
+                f"auth:{conn}",
+                lambda s: auth_success(s or AuthDisable()),
+                config.auth.max_seconds + STATE_TTL_EXTRA_SECONDS,
             )
 
     def reenable(self, conn: str) -> None:

@@ -537,3 +537,15 @@ def test_an_http_date_without_zone_is_read_as_gmt_not_local_time():
 
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00", now) == 10.0
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 -0000", now) == 10.0
+
+
+def test_health_records_expire_an_hour_after_their_longest_penalty(
+    board, record, clock
+):
+    """Spec 08 §3.1: breakers live their reset timeout + 1 h, cooldowns until + 1 h."""
+    open_breaker(record, at=1000.0)
+    store = board.store
+    _, breaker_expiry = store._data[f"breaker:{CONN}"]
+    assert breaker_expiry == 1000.0 + CONFIG.breaker.max_open_seconds + 3600
+    clock.now = breaker_expiry + 1
+    assert store.get(f"breaker:{CONN}") is None  # forgotten: reads as CLOSED
