@@ -19,14 +19,13 @@ Model ids are compared case-insensitively, as the sync job matches them.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import date, datetime
-from types import MappingProxyType
 from typing import Any
 
-from django.db import close_old_connections
 from django.utils import timezone
+
+from gateway.refreshed_cache import RefreshedCache
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +72,9 @@ def build_map(rows: Iterable[tuple[Any, ...]]) -> dict[ArenaKey, Entries]:
     }
 
 
-class ArenaCache:
-    def __init__(self) -> None:
-        self._rows: Mapping[ArenaKey, Entries] = MappingProxyType({})
-        self._start_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+class ArenaCache(RefreshedCache[ArenaKey, Entries]):
+    label = "arena"
+    refresh_seconds = REFRESH_SECONDS
 
     def fitness(self, model_id: str, category: str, now: float) -> float | None:
         """The best unexpired fitness of the model on the board; None when none."""
@@ -86,10 +82,6 @@ class ArenaCache:
             if expires_at > now:
                 return fitness
         return None
-
-    def load(self, rows: Mapping[ArenaKey, Entries]) -> None:
-        """Swap in a new map (the refresh, and tests)."""
-        self._rows = MappingProxyType(dict(rows))
 
     def refresh(self) -> int:
         """Reload the unexpired rows now (sync ORM; never on the event loop thread)."""
@@ -102,41 +94,6 @@ class ArenaCache:
         )
         self.load(found)
         return len(found)
-
-    @property
-    def is_running(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive()
-
-    def start(self) -> None:
-        """Start the refresher once per process; it loads at once, then every
-        ``REFRESH_SECONDS``.  Cheap when already running."""
-        if self.is_running:
-            return
-        with self._start_lock:
-            if self.is_running:
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="omniroute-arena-refresher", daemon=True
-            )
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                count = self.refresh()
-            except Exception:
-                # A DB outage must not end the refresher; the old map keeps serving.
-                logger.exception("arena cache: refresh failed")
-            else:
-                logger.debug("arena cache: %d (board, model) entries", count)
-            finally:
-                close_old_connections()
-            self._stop.wait(REFRESH_SECONDS)
 
 
 cache = ArenaCache()

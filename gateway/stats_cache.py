@@ -15,13 +15,10 @@ below ten samples (spec 06 §3.4), and such a row gives way to the next source.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterable, Mapping
-from types import MappingProxyType
+from collections.abc import Iterable
 from typing import Any
 
-from django.db import close_old_connections
-
+from gateway.refreshed_cache import RefreshedCache
 from gateway.routing.pipeline import Stats
 
 logger = logging.getLogger(__name__)
@@ -76,12 +73,9 @@ def build_map(rows: Iterable[tuple[Any, ...]]) -> dict[StatsKey, Stats]:
     return found
 
 
-class StatsCache:
-    def __init__(self) -> None:
-        self._rows: Mapping[StatsKey, Stats] = MappingProxyType({})
-        self._start_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+class StatsCache(RefreshedCache[StatsKey, Stats]):
+    label = "stats"
+    refresh_seconds = REFRESH_SECONDS
 
     def lookup(self, provider: str, model: str, connection: str) -> Stats | None:
         """Source 1, else source 2 of spec 04 §3.1; None when neither has data."""
@@ -91,10 +85,6 @@ class StatsCache:
             found = rows.get((provider, model, ALL_CONNECTIONS))
         return found
 
-    def load(self, rows: Mapping[StatsKey, Stats]) -> None:
-        """Swap in a new map (the refresh, and tests)."""
-        self._rows = MappingProxyType(dict(rows))
-
     def refresh(self) -> int:
         """Reload every row now (sync ORM; never on the event loop thread)."""
         from telemetry.models import ReliabilityStat
@@ -102,41 +92,6 @@ class StatsCache:
         found = build_map(ReliabilityStat.objects.values_list(*COLUMNS))
         self.load(found)
         return len(found)
-
-    @property
-    def is_running(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive()
-
-    def start(self) -> None:
-        """Start the refresher once per process; it loads at once, then every
-        ``REFRESH_SECONDS``.  Cheap when already running."""
-        if self.is_running:
-            return
-        with self._start_lock:
-            if self.is_running:
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="omniroute-stats-refresher", daemon=True
-            )
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                count = self.refresh()
-            except Exception:
-                # A DB outage must not end the refresher; the old map keeps serving.
-                logger.exception("statistics cache: refresh failed")
-            else:
-                logger.debug("statistics cache: %d rows with data", count)
-            finally:
-                close_old_connections()
-            self._stop.wait(REFRESH_SECONDS)
 
 
 cache = StatsCache()

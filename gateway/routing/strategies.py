@@ -94,7 +94,7 @@ class RouterStrategy:
     def select(
         self, pool: Sequence[Scored], ctx: RouterContext
     ) -> Scored | Awaitable[Scored | None] | None:
-        raise NotImplementedError
+        return None  # the base strategy has no opinion: ``rules`` decides
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -893,9 +893,21 @@ def test_e2_unexpected_header_is_reported_and_routing_goes_on():
     assert (decision.tier, decision.source) == ("hard", "classifier")
 
 
-@pytest.mark.skip(
-    reason="key scoping is the pin store's concern (pins are keyed by API key, "
-    "session and scope, spec 05 §1.3); decide_tier only sees the pin it is given"
-)
 def test_e2_the_same_conversation_with_another_key_starts_without_a_pin():
-    """E2: "The same conversation sent with key k2 starts without a pin"."""
+    """E2: "The same conversation sent with key k2 starts without a pin": pins are
+    stored under the scoped key S, which folds in the API key (spec 03 §3)."""
+    from gateway.engine.session import scoped_key
+    from providers.pins import PinStore
+
+    pins = PinStore(clock=lambda: 0.0)
+    pins.set(scoped_key("k", "s"), "tier:normal", {"tier": "hard"}, 1800)
+    assert pins.get(scoped_key("k2", "s"), "tier:normal") is None
+    decision = decide_tier(
+        classify(_body(_user("thanks!")), 4),
+        smart_header=None,
+        tier_header=None,
+        pin=None,
+        has_session=True,
+        now=0.0,
+    )
+    assert (decision.tier, decision.source) == ("easy", "classifier")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import random
 import socket
 import time
@@ -40,6 +41,8 @@ def _redis_up() -> bool:
         return False
 
 
+if not _redis_up() and os.environ.get("CI", "").lower() == "true":
+    raise RuntimeError("CI=true but Redis at 127.0.0.1:6379 is down")
 pytestmark = pytest.mark.skipif(not _redis_up(), reason="no Redis at 127.0.0.1:6379")
 
 
