@@ -1,0 +1,191 @@
+"""The report side of the attempt loop (spec 02 §10-12): the ``omniroute`` object of a
+reply, a successful JSON reply, the terminal error when every attempt failed, and the
+``model_failover`` event between chain slots.  A mixin of ``gateway.chat.AttemptLoop``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from gateway import proxy
+from gateway.engine.failover import Item, terminal
+from gateway.engine.types import Target
+from gateway.ids import new_id
+from gateway.responses import (
+    JSONReply,
+    completion_reply,
+    error_reply,
+    omniroute_headers,
+)
+from providers.health import board
+from telemetry import metrics
+
+if TYPE_CHECKING:
+    from gateway.context import ChatContext
+    from gateway.engine.plan import Slot
+    from gateway.engine.types import KeyPolicy
+    from gateway.outcome import RunRecord
+    from gateway.requests import ChatRequest
+    from gateway.routing.pipeline import Decision
+
+logger = logging.getLogger("omniroute.gateway")
+
+
+class Reporting:
+    """Report and reply building over the loop's items, chain and record."""
+
+    ctx: ChatContext
+    key: KeyPolicy
+    request: ChatRequest
+    chain: list[Slot]
+    rec: RunRecord
+    items: list[Item]
+    calls: int
+    auto: dict[int, Decision]
+
+    @property
+    def route(self) -> str:
+        return "chain" if len(self.chain) > 1 else self.chain[0].resolved.route
+
+    def _model_failover(self, index: int) -> None:
+        last = next((i for i in reversed(self.items) if i.slot == index), None)
+        reason = last.reason if last is not None else "none"
+        source = self.chain[index].resolved.identity
+        target = self.chain[index + 1].resolved.identity
+        metrics.bounded(metrics.MODEL_FAILOVERS, source, target, reason or "none").inc()
+        event = {
+            "event": "model_failover",
+            "id": str(new_id()),
+            "occurred_at": datetime.now(UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "request_id": str(self.ctx.request_id),
+            "api_key": self.key.name,
+            "endpoint": self.ctx.endpoint,
+            "stream": self.request.stream,
+            "to_slot": index + 1,
+            "from_model": self.chain[index].entry.model,
+            "to_model": self.chain[index + 1].entry.model,
+            "reason": reason,
+            "http_status": last.http_status if last is not None else None,
+        }
+        logger.info("model_failover %s", orjson.dumps(event).decode())
+        self.rec.events.append(event)
+
+    def omniroute(self, target: Target) -> dict[str, Any]:
+        first = self.chain[0]
+        resolved = first.resolved if len(self.chain) == 1 else None
+        strategy = None
+        served_slot = next(
+            (
+                s
+                for s in self.chain
+                if s.resolved.combo is not None and target.via == s.resolved.combo.name
+            ),
+            None,
+        )
+        decision = next(
+            (d for d in self.auto.values() if d.route.via == target.via), None
+        )
+        if decision is not None:
+            strategy = decision.strategy
+        elif served_slot is not None and served_slot.resolved.combo is not None:
+            strategy = served_slot.resolved.combo.strategy.value
+        data: dict[str, Any] = {
+            "requested_model": first.entry.alias or first.entry.model,
+            "served_model": target.model_key,
+            "provider": target.provider.slug,
+            "connection": target.connection.name,
+            "route": resolved.route if resolved is not None else "chain",
+            "strategy": strategy,
+        }
+        if len(self.chain) > 1:
+            served = next((i for i in self.items if i.status == "served"), None)
+            data["failover"] = {
+                "occurred": bool(served and served.slot > 0),
+                "attempts": [i.report() for i in self.items],
+            }
+        return data
+
+    def _success(
+        self,
+        target: Target,
+        item: Item,
+        outcome: proxy.AttemptResult,
+        started_wall: float,
+    ) -> JSONReply:
+        completion = outcome.completion or {}
+        completion["model"] = target.model_key
+        omni = self.omniroute(target)
+        self.rec.add_attempt(
+            target,
+            item,
+            started_wall,
+            outcome,
+            billable=True,
+            estimate_body=self.request.body,
+        )
+        reply = completion_reply(
+            completion,
+            omni,
+            classic=self.ctx.classic,
+            attempts=self.calls,
+            overhead_ms=self.rec.overhead_ms(),
+        )
+        self.rec.succeed(target, 200, self.calls, len(self.chain) > 1)
+        self.ctx.record(self.rec)
+        return reply
+
+    def _all_failed(self) -> JSONReply:
+        now = time.time()
+        waits = [
+            board.cooldown_remaining(
+                f"{item.model.split('/')[0]}@{item.connection}", now
+            )
+            for item in self.items
+            if item.reason == "rate_limit" and item.status == "failed"
+        ]
+        known = [w for w in waits if w is not None]
+        result = terminal(
+            self.items, cooldown_retry_after_s=min(known) if known else None
+        )
+        attempts = [i.report() for i in self.items]
+        self.rec.fail(
+            result.status,
+            result.code,
+            result.message,
+            self.calls,
+            len(self.chain) > 1,
+            self.items,
+        )
+        self.ctx.record(self.rec)
+        headers = omniroute_headers(
+            served_model=None, attempts=self.calls, route=self.route
+        )
+        if self.ctx.classic and result.code == "all_models_failed":
+            body = {
+                "success": False,
+                "error": "All model attempts failed",
+                "message": result.message,
+                "attempts": attempts,
+            }
+            if result.retry_after_s is not None:
+                headers.append((b"retry-after", str(result.retry_after_s).encode()))
+            return JSONReply(
+                status=result.status, body=orjson.dumps(body), headers=headers
+            )
+        return error_reply(
+            result.status,
+            message=result.message,
+            error_type=result.error_type,
+            code=result.code,
+            param=result.param,
+            attempts=attempts,
+            retry_after_s=result.retry_after_s,
+            headers=headers,
+        )
