@@ -18,6 +18,18 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+def close_connections_quietly(label: str) -> None:
+    """Close this thread's unusable or expired connections without raising: the
+    check itself touches the connection, which raises while the database is
+    unreachable (or, in tests, blocked), and a background loop must outlive that."""
+    try:
+        close_old_connections()
+    except Exception:
+        logger.warning(
+            "%s: closing the database connection failed", label, exc_info=True
+        )
+
+
 class RefreshedCache(Generic[K, V]):
     #: thread name and log label
     label = "cache"
@@ -59,15 +71,21 @@ class RefreshedCache(Generic[K, V]):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                count = self.refresh()
-            except Exception:
-                logger.exception("%s cache: refresh failed", self.label)
-            else:
-                logger.debug("%s cache: %d entries", self.label, count)
-            finally:
-                close_old_connections()
+            self.refresh_once()
             self._stop.wait(self.refresh_seconds)
 
+    def refresh_once(self) -> None:
+        """One refresh that never raises: a failure keeps the previous map, and so
+        does a failure to close the thread's connection afterwards (closing checks
+        the connection, which raises while the database is unreachable or, in
+        tests, blocked); an escaping exception would end the thread for good."""
+        try:
+            count = self.refresh()
+        except Exception:
+            logger.exception("%s cache: refresh failed", self.label)
+        else:
+            logger.debug("%s cache: %d entries", self.label, count)
+        close_connections_quietly(self.label)
 
-__all__: list[Any] = ["RefreshedCache"]
+
+__all__: list[Any] = ["RefreshedCache", "close_connections_quietly"]

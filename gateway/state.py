@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from gateway.engine.types import RoutingTable
+from gateway.refreshed_cache import close_connections_quietly
 from telemetry import metrics
 from telemetry.sanitize import set_known_secrets
 
@@ -107,7 +108,7 @@ class TableHolder:
                 # The watcher must survive a DB outage; the old table keeps serving.
                 logger.exception("config watcher: refresh failed")
             finally:
-                close_old_connections()
+                close_connections_quietly("config watcher")
 
     async def ensure(self) -> RoutingTable:
         """The current table, loading it on first use (servers without lifespan)."""
