@@ -10,7 +10,15 @@
    does, keeping only those.
 3. The combo's strategy (``gateway.engine.strategies``) orders the survivors; its
    state record is read from and written to the state store (atomically before
-   dispatch, and again after a success for the sticky strategies).
+   dispatch, by compare-and-set on the value read, and again after a success for
+   the sticky strategies).
+
+Reads are batched (spec 08 §3.2): before ordering anything the planner walks the
+combo tree for every record it will read, and fetches them in at most three
+batches, each one round trip with Redis: session pins (only with a session),
+strategy records with quota readings and last-known-good records, and the shared
+target stats (only for ``p2c``, ``least-used`` and ``quota-weighted``).  Health
+state comes from the local mirror.
 4. Candidates expand back into targets: an unpinned model tries its surviving
    connections by priority, then name (rendezvous order on the cache key for equal
    priorities when prompt-cache affinity is on, never for ``fill-first``); a ref's
@@ -30,7 +38,13 @@ from gateway.combo_session import SessionPlanning
 from gateway.engine.facts import cache_key, input_tokens
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
 from gateway.engine.strategies import REGISTRY, rendezvous_order
-from gateway.engine.strategies.base import Candidate, OrderInput, Quota, Stats
+from gateway.engine.strategies.base import (
+    Candidate,
+    Ordering,
+    OrderInput,
+    Quota,
+    Stats,
+)
 from gateway.engine.types import (
     ComboInfo,
     CompositeUnit,
@@ -41,7 +55,8 @@ from gateway.engine.types import (
     Target,
 )
 from providers.health import Skip, board
-from providers.target_stats import stats
+from providers.pins import pins
+from providers.target_stats import TargetSnapshot, stats
 
 MAX_DEPTH = 3  # spec 03 §2.1
 COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})
@@ -55,6 +70,8 @@ ALWAYS_EXPAND = frozenset(
         "adaptive",
     }
 )
+#: strategies that read target stats (spec 03 §8.7)
+STATS_STRATEGIES = frozenset({"p2c", "least-used", "quota-weighted"})
 STATE_TTL_SECONDS = 24 * 3600
 SESSION_STATE_TTL_SECONDS = 30 * 60
 _rng = random.Random()
@@ -158,12 +175,112 @@ def connection_quota(
     )
 
 
+def _expands(table: RoutingTable, combo: ComboInfo) -> bool:
+    """One candidate per connection (``connectionAwareExpansion``, §4.1)."""
+    return (
+        bool(
+            combo.config.get(
+                "connectionAwareExpansion", table.settings.connection_aware_expansion
+            )
+        )
+        or combo.strategy.value in ALWAYS_EXPAND
+    )
+
+
+@dataclass(slots=True)
+class _Wanted:
+    """What planning a combo tree will read from the shared state."""
+
+    keys: dict[str, None] = field(default_factory=dict)
+    pins: dict[tuple[str, str], None] = field(default_factory=dict)
+    stats: dict[str, None] = field(default_factory=dict)
+
+
 class _Planner(SessionPlanning):
     def __init__(self, table: RoutingTable, facts: RequestFacts, now: float) -> None:
         self.table = table
         self.facts = facts
         self.now = now
         self.plan = ComboPlan()
+        self.prefetched: dict[str, Any] = {}
+        self.prefetched_pins = {}
+        self.prefetched_stats: dict[str, TargetSnapshot] = {}
+
+    # ------------------------------------------------------------ batched reads
+
+    def prefetch(self, combo: ComboInfo) -> None:
+        wanted = _Wanted()
+        self._collect(combo, 1, wanted)
+        if wanted.pins:
+            refs = list(wanted.pins)
+            self.prefetched_pins = dict(zip(refs, pins.get_many(refs), strict=True))
+        if wanted.keys:
+            keys = list(wanted.keys)
+            self.prefetched = dict(zip(keys, board.store.get_many(keys), strict=True))
+        if wanted.stats:
+            self.prefetched_stats = stats.snapshot_many(wanted.stats, self.now)
+
+    def _collect(self, combo: ComboInfo, depth: int, wanted: _Wanted) -> None:
+        """Mirror of ``order``/``candidates``: the keys they will read."""
+        name = combo.strategy.value
+        session = self.facts.session_key
+        state_key = _state_key(name, combo, self.facts)
+        if state_key is not None:
+            wanted.keys[state_key] = None
+        if name == "lkgp":
+            wanted.keys[f"lkgp:{combo.id}"] = None
+            if session:
+                wanted.keys[f"lkgp:{combo.id}:{session}"] = None
+        if name == "context-relay" and session:
+            wanted.keys[f"relay-summary:{combo.id}:{session}"] = None
+        for scope in self.pin_scopes(combo, name, session):
+            wanted.pins[(session or "", scope)] = None
+        expand = _expands(self.table, combo)
+        for target in combo.targets:
+            if target.ref is None:
+                self._collect_model(
+                    target.model or "", target.connection, name, expand, wanted
+                )
+                continue
+            inner = self.table.combos.get(target.ref.lower())
+            if (
+                inner is not None
+                and inner.active
+                and depth < MAX_DEPTH
+                and inner.strategy not in COMPOSITE
+            ):
+                self._collect(inner, depth + 1, wanted)
+
+    def _collect_model(
+        self,
+        model_key: str,
+        pinned: str | None,
+        strategy: str,
+        expand: bool,
+        wanted: _Wanted,
+    ) -> None:
+        slug, _, model_id = model_key.partition("/")
+        provider = self.table.providers.get(slug.lower())
+        if provider is None or model_id not in provider.models:
+            return
+        model = provider.models[model_id]
+        for connection in provider.connections:
+            if pinned not in (None, connection.name):
+                continue
+            if expand or pinned is not None:
+                wanted.keys[quota_key(f"{provider.slug}@{connection.name}")] = None
+            if strategy in STATS_STRATEGIES:
+                wanted.stats[f"{model.key}@{connection.name}"] = None
+
+    def _read(self, key: str) -> Any:
+        """A record from the batch read before planning, else read now."""
+        if key in self.prefetched:
+            return self.prefetched[key]
+        return board.store.get(key)
+
+    def _snapshot(self, target_key: str) -> TargetSnapshot:
+        found = self.prefetched_stats.get(target_key)
+        return found if found is not None else stats.snapshot(target_key, self.now)
 
     def _check(self, target: Target) -> Skip | None:
         return board.skip_reason(
@@ -221,7 +338,7 @@ class _Planner(SessionPlanning):
             share = (weight / len(targets)) if (expand and weight) else weight
             if expand and weight is None and combo.strategy is Strategy.ADAPTIVE:
                 share = 1 / len(targets)  # spec 05 §3.1: the weight 1 split evenly
-            snaps = [stats.snapshot(t.key, self.now) for t in alive]
+            snaps = [self._snapshot(t.key) for t in alive]
             conn_key = f"{provider.slug}@{connection.name}" if connection else ""
             result.append(
                 (
@@ -240,7 +357,12 @@ class _Planner(SessionPlanning):
                                 s.success_latency_ms_sum for s in snaps
                             ),
                         ),
-                        quota=connection_quota(connection, conn_key, self.now),
+                        quota=connection_quota(
+                            connection,
+                            conn_key,
+                            self.now,
+                            self._read(quota_key(conn_key)) if connection else None,
+                        ),
                         half_open=connection is not None
                         and board.describe_circuit(conn_key, self.now).value
                         == "half_open",
@@ -276,15 +398,7 @@ class _Planner(SessionPlanning):
     def candidates(
         self, combo: ComboInfo, depth: int
     ) -> list[tuple[Candidate, list[PlannedUnit]]]:
-        expand = (
-            bool(
-                combo.config.get(
-                    "connectionAwareExpansion",
-                    self.table.settings.connection_aware_expansion,
-                )
-            )
-            or combo.strategy.value in ALWAYS_EXPAND
-        )
+        expand = _expands(self.table, combo)
         found: list[tuple[Candidate, list[PlannedUnit]]] = []
         for index, target in enumerate(combo.targets):
             if target.ref is not None:
@@ -327,32 +441,36 @@ class _Planner(SessionPlanning):
             return []
         strategy = REGISTRY.get(name, REGISTRY["priority"])
         state_key = _state_key(name, combo, self.facts)
-        state = board.store.get(state_key) if state_key else None
+        state = self._read(state_key) if state_key else None
         if name == "lkgp":
             state = self._lkgp_state(combo)
         by_key = {candidate.key: targets for candidate, targets in survivors}
         scope, honored = self._target_pin(combo, name, survivors)
-        ordering = strategy.order(
-            OrderInput(
-                survivors=tuple(c for c, _ in survivors),
-                configured=tuple(t.key for t in combo.targets),
-                config=combo.config,
-                r_in=self.facts.r_in,
-                max_out=self.facts.max_out,
-                cache_key=self.facts.cache_key,
-                session_key=self.facts.session_key,
-                now=self.now,
-                rng=_rng,
-                state=state,
-                defaults={"sticky_round_robin_limit": self._rr_limit},
+
+        def order_on(record: Any) -> Ordering:
+            return strategy.order(
+                OrderInput(
+                    survivors=tuple(c for c, _ in survivors),
+                    configured=tuple(t.key for t in combo.targets),
+                    config=combo.config,
+                    r_in=self.facts.r_in,
+                    max_out=self.facts.max_out,
+                    cache_key=self.facts.cache_key,
+                    session_key=self.facts.session_key,
+                    now=self.now,
+                    rng=_rng,
+                    state=record,
+                    defaults={"sticky_round_robin_limit": self._rr_limit},
+                )
             )
-        )
+
+        ordering = order_on(state)
         if (
             state_key is not None
             and ordering.state_before is not None
             and honored is None  # an honoured pin advances no rotation counter
         ):
-            board.store.set(state_key, ordering.state_before, STATE_TTL_SECONDS)
+            ordering = self._commit(state_key, state, ordering, order_on)
         result = self._expand(ordering.order, by_key, name)
         if ordering.on_success is not None and state_key is not None:
             for candidate in ordering.order:
@@ -401,7 +519,7 @@ class _Planner(SessionPlanning):
             },
         )
         self.plan.relays.append(relay)
-        summary = board.store.get(relay.summary_key)
+        summary = self._read(relay.summary_key)
         if not isinstance(summary, dict) or not result:
             return
         primary = result[0]
@@ -410,6 +528,28 @@ class _Planner(SessionPlanning):
                 if isinstance(unit, Target):
                     self.plan.inject[unit.key] = str(summary.get("text", ""))
 
+    @staticmethod
+    def _commit(
+        state_key: str,
+        read: Any,
+        ordering: Ordering,
+        order_on: Callable[[Any], Ordering],
+    ) -> Ordering:
+        """Write the record the ordering consumed (a rotation step, a card) before
+        dispatch, atomically: if another request or worker changed it since it was
+        read, order again on the value it holds now (spec 03 §5.4: concurrent
+        requests spread)."""
+        chosen = [ordering]
+
+        def step(current: Any) -> Any:
+            if current != read:
+                chosen[0] = order_on(current)
+            after = chosen[0].state_before
+            return current if after is None else after
+
+        board.store.update(state_key, step, STATE_TTL_SECONDS, known=read)
+        return chosen[0]
+
     @property
     def _rr_limit(self) -> int:
         return self.table.settings.sticky_round_robin_limit
@@ -417,8 +557,8 @@ class _Planner(SessionPlanning):
     def _lkgp_state(self, combo: ComboInfo) -> dict[str, Any]:
         session = None
         if self.facts.session_key:
-            session = board.store.get(f"lkgp:{combo.id}:{self.facts.session_key}")
-        return {"session": session, "combo": board.store.get(f"lkgp:{combo.id}")}
+            session = self._read(f"lkgp:{combo.id}:{self.facts.session_key}")
+        return {"session": session, "combo": self._read(f"lkgp:{combo.id}")}
 
     def _remember(
         self,
@@ -474,5 +614,6 @@ def plan_combo(
     table: RoutingTable, combo: ComboInfo, facts: RequestFacts, now: float | None = None
 ) -> ComboPlan:
     planner = _Planner(table, facts, time.time() if now is None else now)
+    planner.prefetch(combo)
     planner.plan.targets = planner.order(combo)
     return planner.plan

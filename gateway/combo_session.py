@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -72,6 +72,28 @@ class SessionPlanning:
     facts: RequestFacts
     now: float
     plan: ComboPlan
+    #: pins read in the planner's batch, by (session key, scope)
+    prefetched_pins: dict[tuple[str, str], dict[str, Any] | None]
+
+    def _pin(self, session: str, scope: str) -> dict[str, Any] | None:
+        """A pin from the batch read before planning, else read now."""
+        ref = (session, scope)
+        if ref in self.prefetched_pins:
+            return self.prefetched_pins[ref]
+        return pins.get(session, scope)
+
+    @staticmethod
+    def pin_scopes(combo: ComboInfo, strategy: str, session: str | None) -> list[str]:
+        """The pin scopes planning this combo reads (``_target_pin``, ``_warm_key``)."""
+        if session is None:
+            return []
+        affinity = combo.config.get("sessionAffinity", True) is not False
+        scopes = []
+        if strategy in PIN_CAPABLE and affinity and len(combo.targets) >= 2:  # noqa: PLR2004
+            scopes.append(f"combo:{combo.id}")
+        if strategy == "adaptive" and not affinity:
+            scopes.append(f"warm:{combo.id}")
+        return scopes
 
     def _adaptive(
         self,
@@ -169,7 +191,7 @@ class SessionPlanning:
 
     def _warm_key(self, combo: ComboInfo, ttl_s: float) -> str | None:
         assert self.facts.session_key is not None
-        record = pins.get(self.facts.session_key, f"warm:{combo.id}")
+        record = self._pin(self.facts.session_key, f"warm:{combo.id}")
         if record is None or self.now - record.get("last_served_at", 0) > ttl_s:
             return None
         return str(record.get("candidate"))
@@ -208,7 +230,7 @@ class SessionPlanning:
         ):
             return None, None
         scope = f"combo:{combo.id}"
-        pin = pins.get(session, scope)
+        pin = self._pin(session, scope)
         if pin is None:
             return scope, None
         pinned = pin.get("target")

@@ -61,7 +61,7 @@ from gateway.routing.pool import AutoRoute, servable
 from gateway.sessions import request_session, session_key
 from providers.health import board, health_view
 from providers.pins import dry_run as pin_dry_run
-from providers.state_store import StateStore
+from providers.state_store import UNREAD, StateStore
 
 DRY_RUN_NOTE = (
     "dry run: health and strategy state are read from this process's store; "
@@ -105,7 +105,14 @@ class _Overlay:
     def incr(self, key: str, delta: int, ttl_s: float | None) -> int:
         return int(self.update(key, lambda old: (old or 0) + delta, ttl_s))
 
-    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        *,
+        known: Any = UNREAD,
+    ) -> Any:
         value = fn(self.get(key))
         self.data[key] = value
         return value
@@ -147,8 +154,15 @@ class _Routed:
     def incr(self, key: str, delta: int, ttl_s: float | None) -> int:
         return self._store().incr(key, delta, ttl_s)
 
-    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
-        return self._store().update(key, fn, ttl_s)
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        *,
+        known: Any = UNREAD,
+    ) -> Any:
+        return self._store().update(key, fn, ttl_s, known=known)
 
     def keys(self, prefix: str) -> list[str]:
         return self._store().keys(prefix)

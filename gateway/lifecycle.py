@@ -5,8 +5,9 @@ Shutdown follows spec 08 §4, in this order:
 1. drain (``gateway.drain``): mark draining, let in-flight requests run for up to
    ``OMNIROUTE_SHUTDOWN_GRACE_SECONDS``, then cut what is still open;
 2. the ``drain.on_shutdown`` callbacks (reconcile open reservations, §4 step 5);
-3. stop the background threads and flush the request log (spilling when the database
-   is down), then the webhook deliveries;
+3. stop the background threads (sending the target stats still queued for Redis)
+   and flush the request log (spilling when the database is down), then the webhook
+   deliveries;
 4. close the upstream clients and the database pools.
 
 uvicorn (0.54) runs the ASGI lifespan shutdown only *after* it has closed its listening
@@ -40,6 +41,7 @@ from gateway.state import tables
 from gateway.stats_cache import cache as stats_cache
 from providers.health import start_shared_state
 from providers.http import close_upstream_clients
+from providers.target_stats import stats as target_stats
 from telemetry import recorder, webhooks
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,8 @@ async def shutdown() -> None:
     tables.stop()
     stats_cache.stop()
     arena_cache.stop()
+    # After the drain: the last in-flight decrements reach Redis (spec 03 §8.7).
+    await asyncio.to_thread(target_stats.stop)
     await asyncio.to_thread(recorder.recorder.shutdown)
     await asyncio.to_thread(webhooks.shutdown)
     await close_upstream_clients()

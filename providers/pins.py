@@ -20,7 +20,7 @@ import hashlib
 import heapq
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -87,6 +87,22 @@ class PinStore:
                 return value
         return self._read(session_key, scope)
 
+    def get_many(self, refs: Sequence[tuple[str, str]]) -> list[dict[str, Any] | None]:
+        """``get`` for several ``(session key, scope)`` pairs at once (one Redis
+        round trip in the shared store)."""
+        found: list[Any] = [_MISSING] * len(refs)
+        overlay = _overlay.get()
+        if overlay is not None:
+            for index, (session_key, scope) in enumerate(refs):
+                found[index] = overlay.get(self.key(session_key, scope), _MISSING)
+        wanted = [i for i, value in enumerate(found) if value is _MISSING]
+        if wanted:
+            for index, value in zip(
+                wanted, self._read_many([refs[i] for i in wanted]), strict=True
+            ):
+                found[index] = value
+        return found
+
     def set(
         self, session_key: str, scope: str, value: dict[str, Any], ttl_s: float
     ) -> None:
@@ -118,6 +134,11 @@ class PinStore:
                 self._pins.pop(key, None)
             return None
         return value
+
+    def _read_many(
+        self, refs: Sequence[tuple[str, str]]
+    ) -> list[dict[str, Any] | None]:
+        return [PinStore._read(self, session_key, scope) for session_key, scope in refs]
 
     def _write(
         self, session_key: str, scope: str, value: dict[str, Any], ttl_s: float
@@ -178,6 +199,19 @@ class RedisPinStore(PinStore):
 
         return self.link.call(
             "pin_get", remote, lambda: PinStore._read(self, session_key, scope)
+        )
+
+    def _read_many(
+        self, refs: Sequence[tuple[str, str]]
+    ) -> list[dict[str, Any] | None]:
+        fulls = [self.redis_key(session_key, scope) for session_key, scope in refs]
+
+        def remote(client: Any) -> list[dict[str, Any] | None]:
+            found = [decode(raw) for raw in client.mget(fulls)]
+            return [value if isinstance(value, dict) else None for value in found]
+
+        return self.link.call(
+            "pin_get", remote, lambda: PinStore._read_many(self, refs)
         )
 
     def _write(

@@ -15,8 +15,9 @@ pub/sub ``Subscriber``, and the fail-open policy every Redis-backed store goes t
 ``RedisStore`` is the ``StateStore`` over a link: keys are ``<namespace><key>``
 (``omniroute:`` in production), values the JSON of ``state_codec``, TTLs native (PX,
 millisecond precision), ``incr`` one MULTI, ``keys`` a SCAN, and ``update(key, fn)`` a
-WATCH/MULTI loop: a concurrent write makes EXEC fail and ``fn`` run again on the new
-value, so two workers never lose an update (``fn`` must therefore be pure).
+compare-and-set loop (a Lua script writes only if the key still holds what ``fn``
+saw, else ``fn`` runs again on the value it answers), so two workers never lose an
+update (``fn`` must therefore be pure).
 
 The client is the sync one on purpose: the store protocol is sync and its callers
 (the planners, the health board) are sync code; a call is one round trip of tens of
@@ -39,7 +40,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from providers.state_codec import decode, encode
-from providers.state_store import LocalStore, SharedStateObserver, shared_state_observer
+from providers.state_store import (
+    UNREAD,
+    LocalStore,
+    SharedStateObserver,
+    shared_state_observer,
+)
 
 if TYPE_CHECKING:
     from providers.redis_pubsub import Subscriber
@@ -56,8 +62,27 @@ CONFIG_VERSION_KEY = "config:version"
 
 T = TypeVar("T")
 Client = redis.Redis
-#: GET and PTTL in one round trip (the WATCH phase of an update)
-READ_WITH_TTL = "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}"
+#: compare-and-set.  KEYS: the key.  ARGV: the expected value ('' = absent), the new
+#: value ('' = delete), its TTL ('gone', 'none' = no expiry, else ms).
+#: -> {1} written; {2} unchanged (same value, no TTL to set); {0, current} conflict.
+SWAP_SCRIPT = """
+local current = redis.call('GET', KEYS[1])
+if (current or '') ~= ARGV[1] then
+  return {0, current}
+end
+if ARGV[2] == '' or ARGV[3] == 'gone' then
+  redis.call('DEL', KEYS[1])
+elseif ARGV[3] == 'none' then
+  if ARGV[2] == ARGV[1] and redis.call('PTTL', KEYS[1]) == -1 then
+    return {2}
+  end
+  redis.call('SET', KEYS[1], ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return {1}
+"""
+SWAP_CONFLICT = 0
 _GLOB = re.compile(r"([*?\[\]\\])")
 
 
@@ -226,36 +251,48 @@ def queue_write(
         pipe.set(full_key, encoded, px=ttl_ms(ttl_s))
 
 
-Writer = Callable[[Any, bytes | None, float | None], None]
+def _cas_ttl(encoded: bytes | None, ttl_s: float | None) -> str:
+    """``SWAP_SCRIPT``'s ARGV[3]: ``gone``, ``none`` (no expiry) or milliseconds."""
+    if encoded is None or (ttl_s is not None and ttl_s <= 0):
+        return "gone"
+    return "none" if ttl_s is None else str(ttl_ms(ttl_s))
 
 
-def atomic_update(
+def compare_and_set(
     client: Client,
     full_key: str,
     fn: Callable[[Any], Any],
     ttl_s: float | None,
-    write: Writer,
-) -> tuple[Any, list[Any] | None]:
-    """WATCH/MULTI read-modify-write: ``(new value, EXEC replies or None)``.
+    known: Any = UNREAD,
+) -> Any:
+    """Atomic read-modify-write as a compare-and-set loop (``SWAP_SCRIPT``).
 
-    ``write(pipe, encoded, ttl_s)`` queues the commands inside MULTI.  Nothing is
-    written when the value is unchanged and there is no TTL to renew (a breaker
-    outcome that changes nothing costs two round trips and publishes nothing).
+    ``fn`` runs on the current value (read with one GET, or ``known`` when the
+    caller has it), and the script writes only if Redis still holds exactly what
+    ``fn`` saw; otherwise it answers the value it holds and ``fn`` runs again on
+    that.  One round trip with ``known``, two without, more only under a race.
     """
-    with client.pipeline(transaction=True) as pipe:
-        while True:
-            try:
-                pipe.watch(full_key)
-                raw, pttl = pipe.eval(READ_WITH_TTL, 1, full_key)
-                value = fn(decode(raw))
-                encoded = None if value is None else encode(value)
-                if encoded == raw and ttl_s is None and pttl < 0:
-                    return value, None
-                pipe.multi()
-                write(pipe, encoded, ttl_s)
-                return value, pipe.execute()
-            except redis.WatchError:
-                continue  # another worker committed first: run fn on its value
+    if known is UNREAD:
+        raw = client.get(full_key)
+        current, expected = decode(raw), raw or b""
+    else:
+        current = known
+        expected = b"" if known is None else encode(known)
+    while True:
+        value = fn(current)
+        encoded = None if value is None else encode(value)
+        reply = client.eval(
+            SWAP_SCRIPT,
+            1,
+            full_key,
+            expected,
+            encoded or b"",
+            _cas_ttl(encoded, ttl_s),
+        )
+        if reply[0] != SWAP_CONFLICT:
+            return value
+        raw = reply[1] if len(reply) > 1 else None
+        current, expected = decode(raw), raw or b""
 
 
 class RedisStore:
@@ -315,15 +352,18 @@ class RedisStore:
             "incr", remote, lambda: self.fallback.incr(key, delta, ttl_s)
         )
 
-    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        *,
+        known: Any = UNREAD,
+    ) -> Any:
         full = self.link.key(key)
-
-        def write(pipe: Any, encoded: bytes | None, ttl: float | None) -> None:
-            queue_write(pipe, full, encoded, ttl)
-
         return self.link.call(
             "update",
-            lambda c: atomic_update(c, full, fn, ttl_s, write)[0],
+            lambda c: compare_and_set(c, full, fn, ttl_s, known),
             lambda: self.fallback.update(key, fn, ttl_s),
         )
 

@@ -41,7 +41,7 @@ import orjson
 
 from providers.redis_store import Client, RedisLink, RedisStore, ttl_ms
 from providers.state_codec import decode, encode, revive
-from providers.state_store import LocalStore
+from providers.state_store import UNREAD, LocalStore
 
 MIRRORED_PREFIXES = ("breaker:", "cooldown:", "auth:", "lock:")
 RESYNC_SECONDS = 5.0  # spec 08 §3.2
@@ -207,9 +207,16 @@ class MirroredStore:
             return self.remote.incr(key, delta, ttl_s)
         return int(self.update(key, lambda old: (old or 0) + delta, ttl_s))
 
-    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        *,
+        known: Any = UNREAD,  # mirrored keys are read from the mirror anyway
+    ) -> Any:
         if not is_mirrored(key):
-            return self.remote.update(key, fn, ttl_s)
+            return self.remote.update(key, fn, ttl_s, known=known)
         return self.link.call(
             "update",
             lambda c: self._compare_and_set(c, key, fn, ttl_s),

@@ -4,7 +4,10 @@
 write always sets the TTL again; ≤ 0: the value is gone at once).  ``update(key, fn,
 ttl)`` is an atomic read-modify-write (the breaker transitions and probe claims rely
 on it); ``fn`` must be pure, since a shared store may run it again after a concurrent
-write.  A None value reads like a missing key and is not listed by ``keys``.
+write.  ``update(..., known=value)`` passes the value the caller has just read (a
+batched read before planning): a shared store then tries it as the expected value
+first and skips its own read, one round trip instead of two when nobody raced.
+A None value reads like a missing key and is not listed by ``keys``.
 
 ``LocalStore`` here is the embedded default: one process, values kept as the Python
 objects given.  With ``REDIS_URL`` the board uses ``state_mirror.MirroredStore`` over
@@ -20,6 +23,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
+#: ``update``'s ``known`` when the caller has not read the key
+UNREAD: Any = object()
+
 
 class StateStore(Protocol):
     def get(self, key: str) -> Any: ...
@@ -28,7 +34,12 @@ class StateStore(Protocol):
     def delete(self, key: str) -> None: ...
     def incr(self, key: str, delta: int, ttl_s: float | None) -> int: ...
     def update(
-        self, key: str, fn: Callable[[Any], Any], ttl_s: float | None
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        *,
+        known: Any = UNREAD,
     ) -> Any: ...
     def keys(self, prefix: str) -> list[str]: ...
 
@@ -104,7 +115,14 @@ class LocalStore:
     def incr(self, key: str, delta: int, ttl_s: float | None) -> int:
         return int(self.update(key, lambda old: (old or 0) + delta, ttl_s))
 
-    def update(self, key: str, fn: Callable[[Any], Any], ttl_s: float | None) -> Any:
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        *,
+        known: Any = UNREAD,  # one process: the read under the lock is free
+    ) -> Any:
         with self._lock:
             now = self._clock()
             value = fn(self._live(key, now))

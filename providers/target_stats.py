@@ -3,13 +3,19 @@
 In-flight counter (up before the call, down after) and one bucket per minute for the
 last 10 minutes: calls started, successes, failures (breaker failures and rate
 limits) and summed success latency.  ``snapshot()`` returns the totals a strategy
-reads (``p2c``, ``least-used``, ``quota-weighted``).
+reads (``p2c``, ``least-used``, ``quota-weighted``); ``snapshot_many()`` the same
+for every candidate of a plan at once.
+
+With ``REDIS_URL`` the module's ``stats`` is a ``SharedTargetStats``
+(``providers.target_stats_redis``): the same counts summed over every worker for
+``snapshot_many()``, this process's own for ``snapshot()``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 WINDOW_MINUTES = 10  # spec 03 §8.7
@@ -32,7 +38,7 @@ class _Target:
     )
 
     def bucket(self, now: float) -> _Minute:
-        minute = int(now // 60)
+        minute = minute_of(now)
         if not self.minutes or self.minutes[-1].minute != minute:
             self.minutes.append(_Minute(minute))
         return self.minutes[-1]
@@ -45,6 +51,18 @@ class TargetSnapshot:
     successes: int
     failures: int
     success_latency_ms_sum: float
+
+
+EMPTY = TargetSnapshot(0, 0, 0, 0, 0.0)
+
+
+def minute_of(now: float) -> int:
+    return int(now // 60)
+
+
+def window_start(now: float) -> int:
+    """The oldest minute still inside the window at ``now``."""
+    return minute_of(now) - WINDOW_MINUTES + 1
 
 
 class TargetStats:
@@ -79,19 +97,51 @@ class TargetStats:
                 bucket.failures += 1
 
     def snapshot(self, key: str, now: float) -> TargetSnapshot:
+        """This process's counts for ``key`` (never any I/O)."""
         with self._lock:
-            target = self._targets.get(key)
-            if target is None:
-                return TargetSnapshot(0, 0, 0, 0, 0.0)
-            oldest = int(now // 60) - WINDOW_MINUTES + 1
-            live = [m for m in target.minutes if m.minute >= oldest]
-            return TargetSnapshot(
-                in_flight=target.in_flight,
-                calls=sum(m.calls for m in live),
-                successes=sum(m.successes for m in live),
-                failures=sum(m.failures for m in live),
-                success_latency_ms_sum=sum(m.latency_ms_sum for m in live),
-            )
+            return self._snapshot(key, now)
+
+    def snapshot_many(
+        self, keys: Iterable[str], now: float
+    ) -> dict[str, TargetSnapshot]:
+        """``snapshot()`` of each key, under one lock (never any I/O)."""
+        with self._lock:
+            return {key: self._snapshot(key, now) for key in keys}
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Nothing to stop: every count lives in this process (see the shared one)."""
+
+    def _snapshot(self, key: str, now: float) -> TargetSnapshot:
+        target = self._targets.get(key)
+        if target is None:
+            return EMPTY
+        oldest = window_start(now)
+        live = [m for m in target.minutes if m.minute >= oldest]
+        return TargetSnapshot(
+            in_flight=target.in_flight,
+            calls=sum(m.calls for m in live),
+            successes=sum(m.successes for m in live),
+            failures=sum(m.failures for m in live),
+            success_latency_ms_sum=sum(m.latency_ms_sum for m in live),
+        )
 
 
-stats = TargetStats()
+def _configured() -> TargetStats:
+    """``SharedTargetStats`` when ``REDIS_URL`` is set, else the in-process stats."""
+    try:
+        from django.conf import settings
+
+        url = getattr(settings, "REDIS_URL", None)
+    except Exception:  # noqa: BLE001 - settings not configured (pure tests)
+        return TargetStats()
+    if not url:
+        return TargetStats()
+    from providers.redis_store import shared_link
+    from providers.target_stats_redis import SharedTargetStats
+
+    link = shared_link()
+    assert link is not None
+    return SharedTargetStats(link)
+
+
+stats = _configured()

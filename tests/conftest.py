@@ -21,11 +21,15 @@ def _ci_services_present() -> None:
 def _stop_background_threads(django_db_setup):
     """Stop the config watcher and the statistics caches before the test database
     is dropped: a thread polling it at that moment makes DROP DATABASE fail.
-    (Depending on ``django_db_setup`` makes this teardown run before the drop.)"""
+    (Depending on ``django_db_setup`` makes this teardown run before the drop.)
+    The target stats' Redis writer (only with ``REDIS_URL``) stops here too."""
     yield
     from gateway.arena_cache import cache as arena_cache
     from gateway.state import tables
     from gateway.stats_cache import cache as stats_cache
+    from providers.target_stats import stats as target_stats
+
+    target_stats.stop()
 
     holders = (tables, stats_cache, arena_cache)
     for holder in holders:

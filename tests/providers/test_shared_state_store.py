@@ -288,11 +288,57 @@ def test_update_runs_fn_again_on_the_value_another_worker_committed(make_link):
     def fn(old: Any) -> Any:
         seen.append(old)
         if len(seen) == 1:
-            other.set("state:x", 10, None)  # lands between WATCH and EXEC
+            other.set("state:x", 10, None)  # lands between the read and the write
         return old + 1
 
     assert store.update("state:x", fn, None) == 11
     assert seen == [1, 10]
+
+
+def test_update_with_the_value_just_read_is_one_round_trip(make_link):
+    link = make_link()
+    store = RedisStore(link)
+    store.set("state:rr", {"next": 1}, None)
+    counting = link.client = Counting(link.client)
+
+    after = store.update(
+        "state:rr", lambda s: {"next": s["next"] + 1}, 60, known={"next": 1}
+    )
+
+    assert after == {"next": 2}
+    assert counting.calls == 1
+    assert store.get("state:rr") == {"next": 2}
+    assert 0 < link.client.pttl(link.key("state:rr")) <= 60_000
+
+
+def test_a_stale_known_value_makes_fn_run_again_on_the_stored_one(make_link):
+    store = RedisStore(make_link())
+    store.set("state:x", 5, None)
+    seen: list[Any] = []
+
+    def fn(old: Any) -> Any:
+        seen.append(old)
+        return old + 1
+
+    assert store.update("state:x", fn, None, known=3) == 6
+    assert seen == [3, 5]
+    assert store.get("state:x") == 6
+
+
+def test_a_known_absent_value_conflicts_with_a_stored_one_and_vice_versa(make_link):
+    store = RedisStore(make_link())
+    store.set("state:y", 1, None)
+    assert store.update("state:y", lambda old: (old or 0) + 1, None, known=None) == 2
+    store.delete("state:y")
+    assert store.update("state:y", lambda old: (old or 0) + 1, None, known=7) == 1
+
+
+def test_local_and_mirrored_stores_accept_a_known_value(make_link):
+    for store in (LocalStore(), MirroredStore(make_link())):
+        store.set("breaker:a", 1, None)
+        store.set("state:a", 1, None)
+        assert store.update("breaker:a", lambda old: old + 1, None, known=1) == 2
+        assert store.update("state:a", lambda old: old + 1, None, known=0) == 2
 
 
 # --- fail open (spec 08 §3.3) ---------------------------------------------------------

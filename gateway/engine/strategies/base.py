@@ -85,8 +85,8 @@ class OrderInput:
 class Ordering:
     order: tuple[Candidate, ...]
     #: new state record to store before dispatch; None leaves it unchanged.  The
-    #: caller reads the record, plans and writes without yielding to the event loop,
-    #: so within one process the read-modify-write is atomic.
+    #: caller writes it by compare-and-set on the record it read and orders again
+    #: when another request changed it meanwhile: atomic across workers.
     state_before: Any = None
     #: (state, served key) -> new state after a successful call; None = nothing to do
     on_success: Callable[[Any, str], Any] | None = None

@@ -1,0 +1,330 @@
+"""Target stats shared by every worker through Redis (spec 03 §8.7, 08 §3.1-3.2).
+
+``SharedTargetStats`` keeps the in-process ``TargetStats`` exactly as without Redis
+(this node's view, and the fallback) and adds the same counts to Redis, so that
+``least-used`` and ``p2c`` see every worker's calls.
+
+Keys, under the link's namespace (``omniroute:`` in production):
+
+* ``tstat:<target key>:if`` - in-flight calls, an integer; one script adds a
+  worker's net change, deletes the key when the sum would drop to 0 or below (a
+  decrement whose increment was lost never makes it negative) and sets the 10 min
+  safety TTL again (spec 03 §8.7);
+* ``tstat:<target key>:<epoch minute>`` - a hash with ``calls``, ``successes``,
+  ``failures`` and ``latency_ms_sum`` (HINCRBY / HINCRBYFLOAT), kept 11 minutes.
+
+Writes never wait on Redis: ``started`` / ``finished`` update the local stats and
+add their deltas to a pending batch (coalesced per target and minute, at most
+``MAX_PENDING`` entries; past that a write is dropped and counted as a
+``target_stats`` fallback).  A daemon thread takes the whole batch whenever there is
+one and sends it as one non-transactional pipeline through ``link.call``: an error
+backs the link off like any Redis call, and the batch is dropped (never merged
+back: the state is soft, the in-flight TTL bounds a lost decrement).
+
+``snapshot_many`` is the shared view: one script reads every target's in-flight key
+and its last 10 minute hashes in one round trip, plus this worker's deltas not yet
+acknowledged by Redis (so a burst on one worker sees its own calls at once; for the
+instant between Redis applying a batch and the writer noting it, that batch counts
+twice, which errs towards spreading load).  While Redis is down or backed off it
+answers the local ``snapshot_many``.  ``snapshot`` stays the local view.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from providers.target_stats import (
+    WINDOW_MINUTES,
+    TargetSnapshot,
+    TargetStats,
+    minute_of,
+    window_start,
+)
+
+if TYPE_CHECKING:
+    from providers.redis_store import Client, RedisLink
+
+logger = logging.getLogger(__name__)
+
+OP = "target_stats"  # omniroute_shared_state_fallbacks_total{op}
+KEY_PREFIX = "tstat:"
+IN_FLIGHT_TTL_MS = 10 * 60 * 1000  # spec 03 §8.7: 10 min safety TTL
+BUCKET_TTL_MS = (WINDOW_MINUTES + 1) * 60 * 1000  # the window plus the current minute
+MAX_PENDING = 10_000  # targets plus (target, minute) buckets awaiting the writer
+STOP_TIMEOUT_SECONDS = 5.0
+_FIELDS = ("calls", "successes", "failures", "latency_ms_sum")
+
+#: KEYS: the in-flight key.  ARGV: this worker's net change, the TTL in ms.
+IN_FLIGHT_SCRIPT = """
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+if n <= 0 then
+  redis.call('DEL', KEYS[1])
+  return 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return n
+"""
+#: KEYS: per target, its in-flight key then its ARGV[1] minute hashes.
+#: -> per target: in_flight, calls, successes, failures, latency_ms_sum (a string:
+#: a Lua number in a reply is truncated to an integer)
+READ_SCRIPT = """
+local width = tonumber(ARGV[1]) + 1
+local out = {}
+for i = 1, #KEYS, width do
+  local in_flight = tonumber(redis.call('GET', KEYS[i])) or 0
+  local calls, successes, failures, latency = 0, 0, 0, 0
+  for j = i + 1, i + width - 1 do
+    local f = redis.call('HMGET', KEYS[j], 'calls', 'successes', 'failures',
+                         'latency_ms_sum')
+    calls = calls + (tonumber(f[1]) or 0)
+    successes = successes + (tonumber(f[2]) or 0)
+    failures = failures + (tonumber(f[3]) or 0)
+    latency = latency + (tonumber(f[4]) or 0)
+  end
+  out[#out + 1] = math.max(in_flight, 0)
+  out[#out + 1] = calls
+  out[#out + 1] = successes
+  out[#out + 1] = failures
+  out[#out + 1] = tostring(latency)
+end
+return out
+"""
+
+
+@dataclass(slots=True)
+class _Bucket:
+    calls: int = 0
+    successes: int = 0
+    failures: int = 0
+    latency_ms_sum: float = 0.0
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Deltas not yet in Redis: net in-flight change per target, bucket increments
+    per (target, minute)."""
+
+    in_flight: dict[str, int] = field(default_factory=dict)
+    buckets: dict[tuple[str, int], _Bucket] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.in_flight or self.buckets)
+
+    def add_in_flight(self, key: str, delta: int) -> bool:
+        if key not in self.in_flight and len(self.in_flight) >= MAX_PENDING:
+            return False
+        self.in_flight[key] = self.in_flight.get(key, 0) + delta
+        return True
+
+    def bucket(self, key: str, minute: int) -> _Bucket | None:
+        found = self.buckets.get((key, minute))
+        if found is None:
+            if len(self.buckets) >= MAX_PENDING:
+                return None
+            found = self.buckets[(key, minute)] = _Bucket()
+        return found
+
+    def totals(self, key: str, oldest: int) -> tuple[int, int, int, int, float]:
+        calls = successes = failures = 0
+        latency = 0.0
+        for (target, minute), b in self.buckets.items():
+            if target == key and minute >= oldest:
+                calls += b.calls
+                successes += b.successes
+                failures += b.failures
+                latency += b.latency_ms_sum
+        return self.in_flight.get(key, 0), calls, successes, failures, latency
+
+
+class SharedTargetStats(TargetStats):
+    """``TargetStats`` whose ``snapshot_many`` counts every worker (Redis)."""
+
+    def __init__(self, link: RedisLink) -> None:
+        super().__init__()
+        self.link = link
+        self._pending = _Batch()
+        self._sending = _Batch()
+        self._idle = threading.Condition(self._lock)  # pending and sending empty
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._read = link.client.register_script(READ_SCRIPT)
+
+    # ------------------------------------------------------------- key layout
+
+    def in_flight_key(self, key: str) -> str:
+        return self.link.key(f"{KEY_PREFIX}{key}:if")
+
+    def bucket_key(self, key: str, minute: int) -> str:
+        return self.link.key(f"{KEY_PREFIX}{key}:{minute}")
+
+    # ------------------------------------------------------------- writes
+
+    def started(self, key: str, now: float) -> None:
+        super().started(key, now)
+        with self._lock:
+            if self._stopping:
+                return
+            bucket = self._pending.bucket(key, minute_of(now))
+            if bucket is not None:
+                bucket.calls += 1
+            kept = self._pending.add_in_flight(key, 1) and bucket is not None
+        self._queued(kept)
+
+    def finished(
+        self, key: str, now: float, *, success: bool | None, latency_ms: float = 0.0
+    ) -> None:
+        super().finished(key, now, success=success, latency_ms=latency_ms)
+        with self._lock:
+            if self._stopping:
+                return
+            kept = self._pending.add_in_flight(key, -1)
+            if success is not None:
+                bucket = self._pending.bucket(key, minute_of(now))
+                if bucket is None:
+                    kept = False
+                elif success:
+                    bucket.successes += 1
+                    bucket.latency_ms_sum += latency_ms
+                else:
+                    bucket.failures += 1
+        self._queued(kept)
+
+    def _queued(self, kept: bool) -> None:
+        if not kept:
+            self.link.observer.fallback(OP)  # the batch is full: this write is lost
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            self._start_writer()
+        self._wake.set()
+
+    # ------------------------------------------------------------- reads
+
+    def snapshot_many(
+        self, keys: Iterable[str], now: float
+    ) -> dict[str, TargetSnapshot]:
+        """Every worker's counts, in one round trip; the local view without Redis."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        current = minute_of(now)
+        fulls: list[str] = []
+        for key in wanted:
+            fulls.append(self.in_flight_key(key))
+            fulls.extend(
+                self.bucket_key(key, current - age) for age in range(WINDOW_MINUTES)
+            )
+
+        def remote(client: Client) -> dict[str, TargetSnapshot]:
+            reply = self._read(keys=fulls, args=[WINDOW_MINUTES], client=client)
+            return self._with_unsent(wanted, reply, now)
+
+        return self.link.call(
+            OP, remote, lambda: TargetStats.snapshot_many(self, wanted, now)
+        )
+
+    def _with_unsent(
+        self, wanted: list[str], reply: list[Any], now: float
+    ) -> dict[str, TargetSnapshot]:
+        oldest = window_start(now)
+        found: dict[str, TargetSnapshot] = {}
+        with self._lock:
+            for index, key in enumerate(wanted):
+                row = reply[index * 5 : index * 5 + 5]
+                totals = [int(row[0]), int(row[1]), int(row[2]), int(row[3])]
+                latency = float(row[4])
+                for batch in (self._pending, self._sending):
+                    extra = batch.totals(key, oldest)
+                    totals = [a + b for a, b in zip(totals, extra[:4], strict=True)]
+                    latency += extra[4]
+                found[key] = TargetSnapshot(
+                    in_flight=max(0, totals[0]),
+                    calls=totals[1],
+                    successes=totals[2],
+                    failures=totals[3],
+                    success_latency_ms_sum=latency,
+                )
+        return found
+
+    # ------------------------------------------------------------- the writer
+
+    def _start_writer(self) -> None:
+        with self._lock:
+            thread = self._thread
+            if self._stopping or (thread is not None and thread.is_alive()):
+                return
+            self._thread = threading.Thread(
+                target=self._run, name="omniroute-target-stats-writer", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait()
+            self._wake.clear()
+            self.send_pending()
+        self.send_pending()  # what came in before ``stop()``; nothing comes after
+
+    def send_pending(self) -> None:
+        """Send the pending batch now (the writer thread); never raises."""
+        with self._lock:
+            batch, self._pending = self._pending, _Batch()
+            self._sending = batch
+        try:
+            if batch:
+                self.link.call(OP, lambda c: self._send(c, batch), lambda: None)
+        except Exception:
+            # Not a Redis error (those fail over inside the call): a bug must not
+            # end the writer, and the batch is dropped like any failed write.
+            logger.exception("target stats: writing to Redis failed")
+        finally:
+            with self._lock:
+                self._sending = _Batch()
+                if not self._pending:
+                    self._idle.notify_all()
+
+    def _send(self, client: Client, batch: _Batch) -> None:
+        with client.pipeline(transaction=False) as pipe:
+            for key, delta in batch.in_flight.items():
+                if delta:
+                    pipe.eval(
+                        IN_FLIGHT_SCRIPT,
+                        1,
+                        self.in_flight_key(key),
+                        delta,
+                        IN_FLIGHT_TTL_MS,
+                    )
+            for (key, minute), bucket in batch.buckets.items():
+                full = self.bucket_key(key, minute)
+                for name in _FIELDS[:3]:
+                    count = getattr(bucket, name)
+                    if count:
+                        pipe.hincrby(full, name, count)
+                if bucket.latency_ms_sum:
+                    pipe.hincrbyfloat(full, "latency_ms_sum", bucket.latency_ms_sum)
+                pipe.pexpire(full, BUCKET_TTL_MS)
+            pipe.execute()
+
+    def flush(self, timeout_s: float = STOP_TIMEOUT_SECONDS) -> bool:
+        """Wait until every write so far has been sent (or dropped); tests."""
+        self._wake.set()
+        with self._idle:
+            return self._idle.wait_for(
+                lambda: not self._pending and not self._sending, timeout_s
+            )
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Send what is pending and end the writer (shutdown, after the drain, so
+        the in-flight decrements reach Redis).  Later writes stay local only."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None and thread.is_alive():
+            thread.join(timeout_s)
+        else:
+            self.send_pending()

@@ -1,0 +1,75 @@
+"""The in-process target stats (spec 03 §8.7): ``snapshot_many`` and the store
+chosen at start-up."""
+
+from __future__ import annotations
+
+from providers.target_stats import (
+    EMPTY,
+    TargetSnapshot,
+    TargetStats,
+    _configured,
+)
+from providers.target_stats_redis import SharedTargetStats
+
+NOW = 60.0 * 1_000_000  # the start of a minute
+A, B = "pa/m1@main", "pb/m2@main"
+
+
+def test_snapshot_many_answers_each_key_as_snapshot_does():
+    stats = TargetStats()
+    stats.started(A, NOW)
+    stats.started(A, NOW + 1)
+    stats.finished(A, NOW + 2, success=True, latency_ms=120.0)
+    stats.started(B, NOW)
+    stats.finished(B, NOW + 3, success=False)
+
+    found = stats.snapshot_many([A, B], NOW + 5)
+
+    assert found == {
+        A: TargetSnapshot(
+            in_flight=1, calls=2, successes=1, failures=0, success_latency_ms_sum=120.0
+        ),
+        B: TargetSnapshot(
+            in_flight=0, calls=1, successes=0, failures=1, success_latency_ms_sum=0.0
+        ),
+    }
+    assert found[A] == stats.snapshot(A, NOW + 5)
+    assert found[B] == stats.snapshot(B, NOW + 5)
+
+
+def test_snapshot_many_gives_an_unknown_target_an_empty_snapshot():
+    stats = TargetStats()
+    stats.started(A, NOW)
+
+    assert stats.snapshot_many(["nobody/m@main"], NOW) == {"nobody/m@main": EMPTY}
+    assert stats.snapshot_many([], NOW) == {}
+
+
+def test_snapshot_many_counts_the_last_ten_minutes_only():
+    stats = TargetStats()
+    stats.started(A, NOW)
+    stats.finished(A, NOW + 1, success=True, latency_ms=50.0)
+    stats.started(A, NOW + 5 * 60)
+
+    nine_minutes_on = stats.snapshot_many([A], NOW + 9 * 60)[A]
+    ten_minutes_on = stats.snapshot_many([A], NOW + 10 * 60)[A]
+
+    assert (nine_minutes_on.calls, nine_minutes_on.successes) == (2, 1)
+    assert ten_minutes_on == TargetSnapshot(
+        in_flight=1, calls=1, successes=0, failures=0, success_latency_ms_sum=0.0
+    )
+
+
+def test_without_redis_url_the_stats_stay_in_the_process(settings):
+    settings.REDIS_URL = None
+
+    assert type(_configured()) is TargetStats
+
+
+def test_with_redis_url_the_stats_are_shared(settings):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+
+    found = _configured()
+
+    assert isinstance(found, SharedTargetStats)
+    found.stop()  # never started: nothing was written
