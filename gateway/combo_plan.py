@@ -14,11 +14,11 @@
    the sticky strategies).
 
 Reads are batched (spec 08 §3.2): before ordering anything the planner walks the
-combo tree for every record it will read, and fetches them in at most three
-batches, each one round trip with Redis: session pins (only with a session),
-strategy records with quota readings and last-known-good records, and the shared
-target stats (only for ``p2c``, ``least-used`` and ``quota-weighted``).  Health
-state comes from the local mirror.
+combo tree for every record it will read, and fetches them in at most two Redis
+round trips: session pins (one MGET, only with a session), then strategy records,
+quota readings and last-known-good records (MGET) pipelined with the shared target
+stats (only for ``p2c``, ``least-used`` and ``quota-weighted``).  Health state
+comes from the local mirror.
 4. Candidates expand back into targets: an unpinned model tries its surviving
    connections by priority, then name (rendezvous order on the cache key for equal
    priorities when prompt-cache affinity is on, never for ``fill-first``); a ref's
@@ -214,11 +214,25 @@ class _Planner(SessionPlanning):
         if wanted.pins:
             refs = list(wanted.pins)
             self.prefetched_pins = dict(zip(refs, pins.get_many(refs), strict=True))
-        if wanted.keys:
-            keys = list(wanted.keys)
-            self.prefetched = dict(zip(keys, board.store.get_many(keys), strict=True))
-        if wanted.stats:
-            self.prefetched_stats = stats.snapshot_many(wanted.stats, self.now)
+        keys, stat_keys = list(wanted.keys), list(wanted.stats)
+        store = board.store
+        along = getattr(store, "get_many_along", None)
+        queue = getattr(stats, "queue_snapshot", None)
+        if (
+            keys
+            and stat_keys
+            and along is not None
+            and queue is not None
+            and getattr(store, "link", None) is getattr(stats, "link", None)
+        ):  # both in one Redis: one pipeline, one round trip
+            values, self.prefetched_stats = along(
+                keys, lambda pipe: queue(pipe, stat_keys, self.now)
+            )
+        else:
+            values = store.get_many(keys) if keys else []
+            if stat_keys:
+                self.prefetched_stats = stats.snapshot_many(stat_keys, self.now)
+        self.prefetched = dict(zip(keys, values, strict=True))
 
     def _collect(self, combo: ComboInfo, depth: int, wanted: _Wanted) -> None:
         """Mirror of ``order``/``candidates``: the keys they will read."""

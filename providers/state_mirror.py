@@ -35,7 +35,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -43,6 +43,7 @@ from providers.redis_store import Client, RedisLink, RedisStore, ttl_ms
 from providers.state_codec import decode, encode, revive
 from providers.state_store import UNREAD, LocalStore
 
+T = TypeVar("T")
 MIRRORED_PREFIXES = ("breaker:", "cooldown:", "auth:", "lock:")
 RESYNC_SECONDS = 5.0  # spec 08 §3.2
 STATE_CHANNEL = "state"
@@ -124,6 +125,13 @@ def _message(key: str, encoded: bytes | None, ttl: int) -> bytes:
     )
 
 
+class _Discard:
+    """A pipeline stand-in that drops what is queued (the local path)."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
 def _seconds(ttl: int | None) -> float | None:
     return None if ttl is None or ttl < 0 else ttl / 1000
 
@@ -164,6 +172,43 @@ class MirroredStore:
             v if is_mirrored(k) else next(fetched)
             for k, v in zip(wanted, values, strict=True)
         ]
+
+    def get_many_along(
+        self,
+        keys: Iterable[str],
+        queue: Callable[[Any], tuple[Callable[[Any], T], Callable[[], T]]],
+    ) -> tuple[list[Any], T]:
+        """``get_many`` and one more read in the same round trip: ``queue(pipe)``
+        adds its command to the pipeline and answers ``(parse(reply), local())``;
+        with Redis unreachable both parts are read locally."""
+        if not self._started:
+            self.start()
+        wanted = list(keys)
+        values = self.mirror.get_many(wanted)
+        remote = [k for k in wanted if not is_mirrored(k)]
+        fulls = [self.link.key(k) for k in remote]
+        parts: list[Any] = []
+
+        def read(client: Client) -> tuple[list[Any], T]:
+            with client.pipeline(transaction=False) as pipe:
+                if fulls:
+                    pipe.mget(fulls)
+                parts[:] = [queue(pipe)]
+                replies = pipe.execute()
+            fetched = [decode(raw) for raw in replies[0]] if fulls else []
+            return fetched, parts[0][0](replies[-1])
+
+        def local() -> tuple[list[Any], T]:
+            extra = parts[0][1] if parts else queue(_Discard())[1]
+            return self.mirror.get_many(remote), extra()
+
+        fetched, extra = self.link.call("get_many", read, local)
+        found = iter(fetched)
+        merged = [
+            v if is_mirrored(k) else next(found)
+            for k, v in zip(wanted, values, strict=True)
+        ]
+        return merged, extra
 
     def keys(self, prefix: str) -> list[str]:
         if not self._started:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 OP = "target_stats"  # omniroute_shared_state_fallbacks_total{op}
 KEY_PREFIX = "tstat:"
+Snapshots = dict[str, "TargetSnapshot"]
 IN_FLIGHT_TTL_MS = 10 * 60 * 1000  # spec 03 §8.7: 10 min safety TTL
 BUCKET_TTL_MS = (WINDOW_MINUTES + 1) * 60 * 1000  # the window plus the current minute
 MAX_PENDING = 10_000  # targets plus (target, minute) buckets awaiting the writer
@@ -211,13 +212,7 @@ class SharedTargetStats(TargetStats):
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
-        current = minute_of(now)
-        fulls: list[str] = []
-        for key in wanted:
-            fulls.append(self.in_flight_key(key))
-            fulls.extend(
-                self.bucket_key(key, current - age) for age in range(WINDOW_MINUTES)
-            )
+        fulls = self._read_keys(wanted, now)
 
         def remote(client: Client) -> dict[str, TargetSnapshot]:
             reply = self._read(keys=fulls, args=[WINDOW_MINUTES], client=client)
@@ -226,6 +221,34 @@ class SharedTargetStats(TargetStats):
         return self.link.call(
             OP, remote, lambda: TargetStats.snapshot_many(self, wanted, now)
         )
+
+    def queue_snapshot(
+        self, pipe: Any, keys: Iterable[str], now: float
+    ) -> tuple[
+        Callable[[Any], dict[str, TargetSnapshot]],
+        Callable[[], dict[str, TargetSnapshot]],
+    ]:
+        """``snapshot_many`` as one command queued in someone else's pipeline (the
+        combo planner reads its records along): ``(parse(reply), local())``.  Plain
+        EVAL, since a pipeline with a registered script checks SCRIPT EXISTS first,
+        one more round trip."""
+        wanted = list(dict.fromkeys(keys))
+        fulls = self._read_keys(wanted, now)
+        pipe.eval(READ_SCRIPT, len(fulls), *fulls, WINDOW_MINUTES)
+        return (
+            lambda reply: self._with_unsent(wanted, reply, now),
+            lambda: TargetStats.snapshot_many(self, wanted, now),
+        )
+
+    def _read_keys(self, wanted: list[str], now: float) -> list[str]:
+        current = minute_of(now)
+        fulls: list[str] = []
+        for key in wanted:
+            fulls.append(self.in_flight_key(key))
+            fulls.extend(
+                self.bucket_key(key, current - age) for age in range(WINDOW_MINUTES)
+            )
+        return fulls
 
     def _with_unsent(
         self, wanted: list[str], reply: list[Any], now: float

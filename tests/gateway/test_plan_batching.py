@@ -13,12 +13,13 @@ import pytest
 
 from gateway import combo_plan
 from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.types import ComboInfo, RoutingTable
+from gateway.engine.types import ComboInfo, ComboTargetInfo, RoutingTable
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore
 from providers.state_mirror import MirroredStore, is_mirrored
 from providers.state_store import LocalStore
+from providers.target_stats_redis import SharedTargetStats
 from tests.engine.conftest import build_table
 from tests.providers.shared_state_helpers import Links, require_redis
 
@@ -180,3 +181,39 @@ def test_a_plan_costs_one_read_and_one_write_on_redis(two_workers, monkeypatch):
     plan_combo(table, table.combos["outer"], _facts(), NOW)
 
     assert commands.sent == ["mget", "eval"]
+
+
+def test_records_and_shared_target_stats_come_in_one_pipeline(two_workers, monkeypatch):
+    one, two = two_workers
+    one.start()
+    mine, theirs = SharedTargetStats(one.link), SharedTargetStats(two.link)
+    monkeypatch.setattr(combo_plan, "stats", mine)
+    monkeypatch.setattr(board, "store", one)
+    table = _table()
+    table = dataclasses.replace(
+        table,
+        combos=MappingProxyType(
+            {
+                **table.combos,
+                "outer": dataclasses.replace(
+                    table.combos["outer"],
+                    targets=(
+                        ComboTargetInfo(ref="cheap"),
+                        ComboTargetInfo(model="pc/m3", connection="main"),
+                    ),
+                ),
+            }
+        ),
+    )
+    theirs.started("pa/m1@main", NOW)  # a call in flight on the other worker
+    assert theirs.flush()
+    commands = one.link.client = Commands(one.link.client)
+    try:
+        plan = plan_combo(table, table.combos["outer"], _facts(), NOW)
+    finally:
+        one.link.client = commands.client
+        mine.stop()
+        theirs.stop()
+
+    assert commands.sent == ["pipeline"]
+    assert [t.key for t in plan.targets] == ["pb/m2@main", "pa/m1@main", "pc/m3@main"]
