@@ -98,6 +98,16 @@ class Ticket:
         cost = math_.usd_to_micro(run.cost) if demand.budget is not None else 0
         self.limiter.reconcile(self, delta, cost)
 
+    def release(self) -> None:
+        """Settle a request that never ran: no tokens used, nothing spent (the
+        request itself still counts against ``rpm``)."""
+        if self.settled:
+            return
+        self.settled = True
+        self.limiter.open.discard(self)
+        tokens = -self.demand.tokens if self.demand.tpm is not None else 0
+        self.limiter.reconcile(self, tokens, 0)
+
 
 class Limiter:
     """Redis when configured (with the local fallback), else in process."""
@@ -277,6 +287,14 @@ def limiter() -> Limiter:
     return _LIMITER[0]
 
 
+def _release_abandoned(admission: asyncio.Future[Ticket | Refusal]) -> None:
+    if admission.cancelled() or admission.exception() is not None:
+        return
+    verdict = admission.result()
+    if isinstance(verdict, Ticket):
+        verdict.release()
+
+
 def applies(key: KeyPolicy) -> bool:
     """Whether the key has any limit at all (the others skip this module)."""
     return key.rpm is not None or key.tpm is not None or key.budget_usd is not None
@@ -291,7 +309,16 @@ async def admit_request(
 ) -> JSONReply | None:
     """Admit the request (``run.limits`` set) or answer its 429 / 402 refusal."""
     gate = limiter()
-    verdict = await gate.admit(gate.demand(ctx.table, key, ctx.request_id, body, chain))
+    admission = asyncio.ensure_future(
+        gate.admit(gate.demand(ctx.table, key, ctx.request_id, body, chain))
+    )
+    try:
+        verdict = await asyncio.shield(admission)
+    except asyncio.CancelledError:
+        # The client left while the admission script ran: a reservation it made
+        # is handed back as soon as it lands, not 15 min later.
+        admission.add_done_callback(_release_abandoned)
+        raise
     if isinstance(verdict, Ticket):
         gate.track(verdict, run)
         return None

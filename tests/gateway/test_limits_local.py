@@ -429,3 +429,34 @@ async def test_a_key_without_limits_never_reaches_the_limiter(monkeypatch):
     monkeypatch.setattr(chat.AttemptLoop, "run", served)
     reply = await chat.handle_chat(BODY, _context([]), KEY)
     assert reply.status == 200
+
+
+async def test_a_client_gone_during_admission_gets_its_reservation_back(monkeypatch):
+    from gateway import chat, limits
+
+    gate = limits.limiter()
+    entered, finish = asyncio.Event(), asyncio.Event()
+    real_admit = gate.admit
+
+    async def slow_admit(given):
+        entered.set()
+        await finish.wait()  # the admission script still running in Redis
+        return await real_admit(given)
+
+    monkeypatch.setattr(gate, "admit", slow_admit)
+    key = KeyPolicy(id=434_343, name="k", prefix="p", rpm=5, tpm=10_000, budget_usd=1)
+    request = asyncio.ensure_future(chat.handle_chat(BODY, _context([]), key))
+    await entered.wait()
+    request.cancel()  # the client disconnects ...
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    finish.set()  # ... and the admission lands afterwards
+    for _ in range(10):
+        await asyncio.sleep(0)
+    await gate.drain()
+
+    state = gate.local._keys[434_343]
+    assert list(state.req.values()) == [1]  # the request counts in rpm
+    assert list(state.tok.values()) == [0]  # its token estimate is handed back
+    assert state.reservations == {}  # and so is its budget reservation
+    assert not [t for t in gate.open if t.demand.key_id == 434_343]
