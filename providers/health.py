@@ -294,12 +294,15 @@ class HealthBoard:
         for key in self.store.keys(f"heal:{slug}/"):
             if key.endswith(f"@{name}"):
                 self.store.delete(key)  # self-healing exclusions (spec 04 §6)
-        # statistics start afresh too: the live window and the latency estimates
+        # statistics start afresh too: the live window, the latency estimates and
+        # the target stats (least-used, p2c)
         from providers.latency import latency
         from providers.live_window import window
+        from providers.target_stats import stats
 
         window.forget_provider(slug)
         latency.forget(slug, name)
+        stats.forget(slug, name)
 
 
 def shared_store() -> StateStore:

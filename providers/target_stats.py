@@ -108,6 +108,14 @@ class TargetStats:
         with self._lock:
             return {key: self._snapshot(key, now) for key in keys}
 
+    def forget(self, provider: str, connection: str) -> None:
+        """Admin "Reset health state": the connection's targets count afresh (the
+        calls in flight stay counted, they are still running)."""
+        with self._lock:
+            for key, target in self._targets.items():
+                if key.startswith(f"{provider}/") and key.endswith(f"@{connection}"):
+                    target.minutes.clear()
+
     def stop(self, timeout_s: float = 5.0) -> None:
         """Nothing to stop: every count lives in this process (see the shared one)."""
 

@@ -203,6 +203,27 @@ class SharedTargetStats(TargetStats):
             self._start_writer()
         self._wake.set()
 
+    def forget(self, provider: str, connection: str) -> None:
+        """Also every worker's minute buckets in Redis (admin path, synchronous)."""
+        from providers.redis_store import glob_escape
+
+        super().forget(provider, connection)
+        pattern = self.link.key(
+            f"{KEY_PREFIX}{glob_escape(provider)}/*@{glob_escape(connection)}:*"
+        )
+        suffix = f"@{connection}".encode()
+
+        def remote(client: Client) -> None:
+            buckets = [
+                raw
+                for raw in client.scan_iter(match=pattern, count=1000)
+                if not raw.endswith(b":if") and raw.rpartition(b":")[0].endswith(suffix)
+            ]
+            if buckets:
+                client.delete(*buckets)
+
+        self.link.call(OP, remote, lambda: None)
+
     # ------------------------------------------------------------- reads
 
     def snapshot_many(

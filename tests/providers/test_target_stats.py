@@ -73,3 +73,21 @@ def test_with_redis_url_the_stats_are_shared(settings):
 
     assert isinstance(found, SharedTargetStats)
     found.stop()  # never started: nothing was written
+
+
+def test_forget_restarts_the_connections_counts_but_keeps_its_calls_in_flight():
+    stats = TargetStats()
+    for key in ("pa/m1@main", "pa/m2@main", "pa/m1@backup", "pb/m1@main"):
+        stats.started(key, 600.0)
+        stats.finished(key, 601.0, success=False)
+    stats.started("pa/m1@main", 602.0)
+
+    stats.forget("pa", "main")
+
+    found = stats.snapshot_many(
+        ["pa/m1@main", "pa/m2@main", "pa/m1@backup", "pb/m1@main"], 603.0
+    )
+    assert (found["pa/m1@main"].calls, found["pa/m1@main"].in_flight) == (0, 1)
+    assert found["pa/m2@main"].failures == 0
+    assert found["pa/m1@backup"].failures == 1
+    assert found["pb/m1@main"].failures == 1

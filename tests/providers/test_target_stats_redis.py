@@ -257,3 +257,24 @@ def test_stop_sends_what_is_pending_and_ends_the_writer(worker):
     one.started(A, NOW + 3)  # after the stop: local only
     assert one.snapshot(A, NOW + 3).in_flight == 1
     assert two.snapshot_many([A], NOW + 3)[A].in_flight == 0
+
+
+def test_forget_clears_the_connections_buckets_on_every_worker(worker):
+    one, two = worker(), worker()
+    other = "pa/m1@backup"
+    for key in (A, other):
+        one.started(key, NOW)
+        one.finished(key, NOW + 1, success=False)
+    one.started(A, NOW + 2)  # still running when the operator resets
+    assert one.flush()
+
+    two.forget(*_provider_and_connection(A))
+
+    after = one.snapshot_many([A, other], NOW + 3)
+    assert (after[A].calls, after[A].failures, after[A].in_flight) == (0, 0, 1)
+    assert (after[other].calls, after[other].failures) == (1, 1)
+
+
+def _provider_and_connection(target: str) -> tuple[str, str]:
+    model, _, connection = target.rpartition("@")
+    return model.partition("/")[0], connection
