@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import os
 import time
@@ -31,6 +32,7 @@ from providers.models import JobRun
 from telemetry import metrics
 
 logger = logging.getLogger("omniroute.gateway")
+READYZ_PING_MAX_S = 1.0  # a probe never waits longer on a silent Redis
 
 
 def _error(exc: RequestError) -> HttpResponse:
@@ -104,13 +106,15 @@ def _db_ok() -> bool:
 
 
 def _redis_ok(url: str) -> bool:
-    """A fresh PING with 10x the per-operation timeout (a probe, not the hot path);
-    its result also moves the shared state's backoff (spec 08 §3.3)."""
+    """A fresh PING with 10x the per-operation timeout, at most 1 s (a probe, not the
+    hot path, but a load balancer's probe must not time out on a silent Redis); its
+    result also moves the shared state's backoff (spec 08 §3.3)."""
     import redis
 
     from providers.redis_store import shared_link
 
-    timeout = max(0.05, settings.OMNIROUTE_REDIS_TIMEOUT_MS / 1000 * 10)
+    per_operation = settings.OMNIROUTE_REDIS_TIMEOUT_MS / 1000
+    timeout = max(0.05, per_operation, min(per_operation * 10, READYZ_PING_MAX_S))
     client = redis.Redis.from_url(
         url, socket_timeout=timeout, socket_connect_timeout=timeout
     )
@@ -126,9 +130,17 @@ def _redis_ok(url: str) -> bool:
     return ok
 
 
+def _probe_answer(body: dict[str, str], status: int) -> JsonResponse:
+    """A readiness answer; a 503 here is a state, not a server error, so Django's
+    request logger does not write an ERROR line for every load balancer probe."""
+    response = JsonResponse(body, status=status)
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
+
+
 async def readyz(request: HttpRequest) -> HttpResponse:
     if drain.is_draining():  # spec 08 §4 step 1: load balancers take the node out
-        return JsonResponse({"status": "draining"}, status=503)
+        return _probe_answer({"status": "draining"}, 503)
     if not await asyncio.to_thread(_db_ok):
         return JsonResponse({"status": "unavailable", "db": "unreachable"}, status=503)
     if settings.REDIS_URL:
@@ -142,14 +154,15 @@ async def readyz(request: HttpRequest) -> HttpResponse:
                 "shared_state": shared_state_mode(),
             }
             status = 503 if settings.OMNIROUTE_READYZ_REQUIRE_REDIS else 200
-            return JsonResponse(body, status=status)
+            return _probe_answer(body, status)
         return JsonResponse({"status": "ok", "db": "ok", "redis": "ok"})
     return JsonResponse({"status": "ok", "db": "ok"})
 
 
 async def metrics_view(request: HttpRequest) -> HttpResponse:
     token = settings.OMNIROUTE_METRICS_TOKEN
-    if token and request.headers.get("Authorization", "") != f"Bearer {token}":
+    presented = request.headers.get("Authorization", "").encode()
+    if token and not hmac.compare_digest(presented, f"Bearer {token}".encode()):
         return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
     table = tables.table
     if table is not None:
@@ -218,7 +231,8 @@ async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
 
 
 async def v1_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
-    """Any other ``/v1/…`` path: an OpenAI-style 404, never an HTML page."""
+    """Any other ``/v1/…``, ``/chat/…`` or ``/api/…`` path: an OpenAI-style 404,
+    never an HTML page (spec 01: all JSON)."""
     return _error(
         RequestError(
             404,

@@ -128,7 +128,11 @@ class RedisLink:
         return self.namespace + name
 
     def channel(self, name: str) -> str:
-        return self.namespace + name
+        """``omniroute:<name>``; on a database other than 0 ``omniroute:<name>@<db>``:
+        pub/sub ignores the database number, and two deployments sharing one Redis
+        server on two databases must not hear each other's health changes."""
+        db = int(self.client.connection_pool.connection_kwargs.get("db") or 0)
+        return self.namespace + name + (f"@{db}" if db else "")
 
     # ------------------------------------------------------------- fail open
 

@@ -48,6 +48,33 @@ def test_readyz_is_503_degraded_when_redis_is_unreachable(settings):
     }
 
 
+def test_a_degraded_readyz_is_no_error_line_in_the_log(settings, caplog):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_dead_port()}/0"
+    with caplog.at_level("WARNING", logger="django.request"):
+        assert Client().get("/readyz").status_code == 503
+    assert [r for r in caplog.records if r.name == "django.request"] == []
+
+
+def test_the_readyz_ping_waits_at_most_a_second_on_a_slow_redis(settings, monkeypatch):
+    import redis
+
+    from gateway import views
+
+    seen: list[float] = []
+
+    class Recording(redis.Redis):
+        @classmethod
+        def from_url(cls, url, **kwargs):
+            seen.append(kwargs["socket_timeout"])
+            return super().from_url(url, **kwargs)
+
+    monkeypatch.setattr(redis, "Redis", Recording)
+    for per_operation_ms, probe_s in ((50, 0.5), (2000, 2.0), (300, 1.0)):
+        settings.OMNIROUTE_REDIS_TIMEOUT_MS = per_operation_ms
+        views._redis_ok("redis://127.0.0.1:6379/0")
+        assert seen[-1] == probe_s
+
+
 def test_readyz_keeps_200_when_redis_is_not_required(settings):
     settings.REDIS_URL = f"redis://127.0.0.1:{_dead_port()}/0"
     settings.OMNIROUTE_READYZ_REQUIRE_REDIS = False

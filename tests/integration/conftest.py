@@ -70,9 +70,11 @@ class Gateway:
             check=False,
         )
 
-    def start(self) -> None:
-        result = self.manage("migrate", "--noinput", "-v0")
-        assert result.returncode == 0, result.stderr
+    def start(self, *, migrate: bool = True) -> None:
+        """Migrate (skip it when another process has), serve, wait for /healthz."""
+        if migrate:
+            result = self.manage("migrate", "--noinput", "-v0")
+            assert result.returncode == 0, result.stderr
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 [

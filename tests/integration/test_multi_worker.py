@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -21,16 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 import redis
 
 from providers.mock_upstream import RunningMock, start_in_thread
+from tests.integration.cluster import (
+    PgGateway,
+    cluster_env,
+    require_services,
+    scratch_database,
+)
 from tests.integration.conftest import KEY_ALL, Gateway, base_config, free_port
 
 pytestmark = pytest.mark.integration
 
-PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/9"
 KEY_RPM = "sk-or-test-mw-rpm-ten-000000000000000000000000"
 RPM = 10
@@ -65,44 +68,6 @@ api_keys:
 """
 
 
-def _reachable(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _require_services() -> None:
-    """Skip without Redis and PostgreSQL; with CI=true their absence is a failure."""
-    missing = [
-        name
-        for name, port in (("Redis", 6379), ("PostgreSQL", 5432))
-        if not _reachable(port)
-    ]
-    if not missing:
-        return
-    message = f"{' and '.join(missing)} not reachable on 127.0.0.1"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-class PgGateway(Gateway):
-    """A ``Gateway`` whose database is PostgreSQL: the version is read with psycopg."""
-
-    def __init__(self, data_dir: Path, port: int, env: dict[str, str]) -> None:
-        super().__init__(data_dir, port, env)
-        self.log = data_dir / f"gateway-{port}.log"
-
-    def config_version(self) -> int:
-        with psycopg.connect(self.env["DATABASE_URL"]) as conn:
-            row = conn.execute(
-                "select version from providers_configrevision"
-            ).fetchone()
-        return int(row[0]) if row else 0
-
-
 def _flush_redis() -> None:
     client = redis.Redis.from_url(REDIS_URL)
     try:
@@ -119,51 +84,28 @@ def own_mock() -> Iterator[RunningMock]:
 
 @pytest.fixture(scope="module")
 def workers(own_mock: RunningMock) -> Iterator[tuple[PgGateway, PgGateway]]:
-    _require_services()
-    name = f"omniroute_mw_{os.getpid()}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {name}")
+    require_services()
     _flush_redis()
     data_dir = Path(tempfile.mkdtemp(prefix="omniroute-mw-"))
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_"))
-    }
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",
-            # one secret for both: the credentials are encrypted with a key derived
-            # from it, and the two processes read the same rows
-            "DJANGO_SECRET_KEY": f"mw-{uuid.uuid4().hex}{uuid.uuid4().hex}",
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
-            "REDIS_URL": REDIS_URL,
-            "OMNIROUTE_DATA_DIR": str(data_dir),
-            "OMNIROUTE_CONFIG_POLL_MS": "200",
-            "OMNIROUTE_LOG_FLUSH_MS": "100",
-            # generous: these tests prove sharing, a timeout would fall back to local
-            "OMNIROUTE_REDIS_TIMEOUT_MS": "2000",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    first = PgGateway(data_dir, free_port(), env)
-    second = PgGateway(data_dir, free_port(), env)
-    try:
-        first.start()  # runs migrate once; the second one finds nothing to do
-        second.start()
-        for yaml_text in (base_config(own_mock.url), extra_config(own_mock.url)):
-            result = first.apply(yaml_text)
-            assert result.returncode == 0, result.stderr
-        second.wait_for_version(first.config_version())
-        yield first, second
-    finally:
-        first.stop()
-        second.stop()
-        _flush_redis()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        shutil.rmtree(data_dir, ignore_errors=True)
+    with scratch_database(f"omniroute_mw_{os.getpid()}") as database_url:
+        env = cluster_env(
+            database_url=database_url, redis_url=REDIS_URL, data_dir=data_dir
+        )
+        first = PgGateway(data_dir, free_port(), env)
+        second = PgGateway(data_dir, free_port(), env)
+        try:
+            first.start()  # runs migrate once; the second one finds nothing to do
+            second.start()
+            for yaml_text in (base_config(own_mock.url), extra_config(own_mock.url)):
+                result = first.apply(yaml_text)
+                assert result.returncode == 0, result.stderr
+            second.wait_for_version(first.config_version())
+            yield first, second
+        finally:
+            first.stop()
+            second.stop()
+            _flush_redis()
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture

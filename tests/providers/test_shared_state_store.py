@@ -27,7 +27,7 @@ from shared_state_helpers import (
 )
 
 from gateway.engine.breaker import AuthDisable, Breaker, Cooldown
-from providers.redis_store import RedisStore
+from providers.redis_store import RedisLink, RedisStore
 from providers.state_codec import decode, encode
 from providers.state_mirror import MirroredStore
 from providers.state_store import LocalStore
@@ -447,3 +447,15 @@ def test_on_recovery_redis_is_used_again_and_local_writes_are_not_merged(
     assert store.get_many(["state:a", "state:b"]) == ["shared", None]
     assert observer.up == [True, False, True]
     assert observer.fallbacks == ["set", "set", "get", "get"]
+
+
+def test_channels_carry_the_database_number_except_on_database_zero():
+    zero = RedisLink("redis://127.0.0.1:6379/0", timeout_s=0.5)
+    nine = RedisLink("redis://127.0.0.1:6379/9", timeout_s=0.5)
+    try:
+        assert zero.channel("state") == "omniroute:state"  # spec 08 §3.1
+        assert nine.channel("state") == "omniroute:state@9"  # pub/sub ignores the db
+        assert nine.key("state:rr:1") == "omniroute:state:rr:1"
+    finally:
+        zero.close()
+        nine.close()
