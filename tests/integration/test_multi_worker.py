@@ -61,6 +61,9 @@ combos:
     strategy: round-robin
     config: {{stickyRoundRobinLimit: 1}}
     targets: [{{model: pa/m1}}, {{model: pb/m2}}]
+  - name: least
+    strategy: least-used
+    targets: [{{model: pa/m1}}, {{model: pb/m2}}]
 api_keys:
   - name: rpm-ten
     key: {KEY_RPM}
@@ -195,3 +198,36 @@ def test_a_session_pin_made_on_a_is_used_by_b(workers, upstream):
         for _ in range(4)
     }
     assert fresh == {"pa/m1", "pb/m2"}
+
+
+def test_concurrent_requests_through_both_workers_take_distinct_rotation_steps(
+    workers, upstream
+):
+    a, b = workers
+    targets = [a if i % 2 else b for i in range(CONCURRENT)]
+    with ThreadPoolExecutor(max_workers=CONCURRENT) as pool:
+        responses = list(pool.map(lambda gw: _chat(gw, model="rotate"), targets))
+    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    served = [r.json()["omniroute"]["served_model"] for r in responses]
+    # one shared counter, stepped by compare-and-set: never two requests on one step
+    assert sorted(served) == ["pa/m1"] * (CONCURRENT // 2) + ["pb/m2"] * (
+        CONCURRENT // 2
+    )
+
+
+def test_least_used_on_b_counts_a_call_in_flight_on_a(workers, upstream):
+    a, b = workers
+    upstream.add("m1", times=1, latency_ms=3000)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        slow = pool.submit(_chat, a, model="least")
+        deadline = time.monotonic() + 10
+        while not [r for r in upstream.requests() if r["model"] == "m1"]:
+            assert time.monotonic() < deadline, "the slow call never reached m1"
+            time.sleep(0.02)
+        time.sleep(0.2)  # A's writer thread sends its in-flight count
+        served = [
+            _chat(b, model="least").json()["omniroute"]["served_model"]
+            for _ in range(2)
+        ]
+        assert slow.result().json()["omniroute"]["served_model"] == "pa/m1"
+    assert served == ["pb/m2", "pb/m2"]
