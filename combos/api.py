@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from django.db import transaction
 from django.db.models import Model
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -89,6 +90,8 @@ class ConfigViewSet(viewsets.ViewSet):
         services.delete_instance(instance)
 
     def _get(self, pk: str | None) -> Any:
+        if pk is None or not pk.isascii() or not pk.isdigit():  # a 404, not a 500
+            raise Http404
         return get_object_or_404(self.model, pk=pk)
 
     def _out(self, instance: Any) -> dict[str, Any]:

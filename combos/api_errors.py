@@ -9,7 +9,7 @@ from rest_framework.views import exception_handler as drf_handler
 
 from providers.validation import Problem
 
-_TYPES = {401: "authentication_error", 403: "permission_error"}
+_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
 
 def problems_response(problems: list[Problem], status: int = 400) -> Response:
@@ -35,10 +35,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         and isinstance(response.data, dict)
         and ("detail" in response.data)
     ):
+        detail = response.data["detail"]
         response.data["error"] = {
-            "message": str(response.data["detail"]),
+            "message": str(detail),
             "type": _TYPES.get(response.status_code, "invalid_request_error"),
-            "code": getattr(exc, "default_code", "error"),
+            # DRF's own code; it also names a Django ``Http404`` ("not_found")
+            "code": getattr(detail, "code", None)
+            or getattr(exc, "default_code", "error"),
             "param": None,
         }
     return response

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from gateway.routing.pool import (
     AutoRoute,
     Filtered,
     Needs,
+    Refusal,
     apply_filters,
     for_combo,
     servable,
@@ -341,8 +343,8 @@ async def candidates_view(request: HttpRequest, channel: str) -> HttpResponse:  
         env,
         servable(table, route),
     )
-    if decision.refusal is not None and decision.filtered is None:
-        refusal = decision.refusal
+    refusal = _refusal(decision)
+    if refusal is not None:
         return _error(
             refusal.status,
             refusal.code,
@@ -351,6 +353,18 @@ async def candidates_view(request: HttpRequest, channel: str) -> HttpResponse:  
             refusal.error_type,
         )
     return _json(200, _describe(table, route_id, shadow, decision, env, now))
+
+
+def _refusal(decision: Decision) -> Refusal | None:
+    """What ends the listing: a refusal of the engine, or F1 leaving nothing, which
+    is this endpoint's "not allowed" 403 (spec 01, 04 §2.3); the other filters only
+    empty the listing."""
+    if decision.refusal is not None and decision.filtered is None:
+        return decision.refusal
+    closed = decision.filtered.refusal if decision.filtered is not None else None
+    if closed is not None and closed.code == "model_not_allowed":
+        return dataclasses.replace(closed, param="channel")
+    return None
 
 
 def _describe(

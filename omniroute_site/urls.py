@@ -31,16 +31,21 @@ urlpatterns = [
         name="telemetry-live-routing",
     ),
     path("admin/", admin.site.urls),
-    path("api/combos/auto", auto_views.AutoCombosView.as_view(), name="combos-auto"),
+    # the optional slash of the router's resources (combos/api_urls.py)
+    re_path(
+        r"^api/combos/auto/?$", auto_views.AutoCombosView.as_view(), name="combos-auto"
+    ),
     path("api/", include("combos.api_urls")),
     path("v1/models", csrf_exempt(views.models_view), name="v1-models"),
     path("v1/models/<path:model_id>", csrf_exempt(views.model_view), name="v1-model"),
-    path(
-        "v1/auto-combo/<str:channel>/candidates",
+    # any channel, also one with a slash or none: the view answers 400 for it (spec 01)
+    re_path(
+        r"^v1/auto-combo/(?P<channel>.*)/candidates$",
         csrf_exempt(auto_views.candidates_view),
         name="auto-candidates",
     ),
-    re_path(r"^v1/(?P<rest>.*)$", csrf_exempt(views.v1_not_found)),
+    # spec 01 "All JSON": an unknown API path is a JSON 404, never Django's HTML page
+    re_path(r"^(?:api|chat|v1)/(?P<rest>.*)$", csrf_exempt(views.v1_not_found)),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics_view, name="metrics"),

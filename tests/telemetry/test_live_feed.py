@@ -466,7 +466,31 @@ async def test_socket_from_a_foreign_origin_is_refused(
 
     connected, _ = await socket.connect()
 
-    assert not connected
+    assert connected  # accepted first, so that the client reads the code
+    assert await socket.receive_output(timeout=2) == {
+        "type": "websocket.close",
+        "code": 4403,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_client_sending_no_origin_still_needs_a_staff_session(
+    session_cookie: Callable[..., bytes],
+):
+    anonymous = _socket()
+    connected, _ = await anonymous.connect()
+    assert connected
+    assert await anonymous.receive_output(timeout=2) == {
+        "type": "websocket.close",
+        "code": 4403,
+    }
+
+    cookie = await sync_to_async(session_cookie)(is_staff=True)
+    staff = _socket((b"cookie", cookie))
+    connected, _ = await staff.connect()
+    assert connected
+    assert await staff.receive_nothing(timeout=0.2)
+    await staff.disconnect()
 
 
 async def test_other_websocket_paths_are_closed_with_4404():
