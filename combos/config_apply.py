@@ -150,7 +150,8 @@ def _apply_combos(items: list[dict[str, Any]], report: ImportReport) -> None:
         before = _fields(combo, names)
         old_targets = _target_rows(combo) if not created else []
         combo.name, combo.strategy = data["name"], data["strategy"]
-        combo.active, combo.config = data["active"], data["config"]
+        combo.active = data["active"]
+        combo.config = services.keep_masked_secrets(data["config"], combo.config)
         if created or _fields(combo, names) != before:
             combo.save()
         combos[data["name"].lower()] = (combo, created, before, old_targets)
@@ -210,7 +211,7 @@ def _apply_keys(items: list[dict[str, Any]], report: ImportReport) -> None:
         key = key or ApiKey(name=data["name"])
         before = _fields(key, names)
         services._apply_key(key, data)
-        literal = data["key"] if data["key"] not in (None, MASKED) else None
+        literal = services.literal_key(data)
         if literal is not None:
             key.key_hash = services.hash_api_key(literal)
             key.prefix = literal[: services.KEY_DISPLAY_CHARS]

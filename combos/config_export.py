@@ -1,7 +1,8 @@
 """``export_config``: the current configuration in the import format (spec 07).
 
-Secrets never leave in clear: a connection's key is its ``env:`` reference or
-``"***"``; an API key is always ``"***"``.  Re-importing an export changes nothing.
+Secrets never leave in clear: a connection's key and a combo's ``auto.nadir.apiKey``
+are their ``env:`` reference or ``"***"``; an API key is always ``"***"``.
+Re-importing an export changes nothing (``"***"`` keeps the stored secret).
 """
 
 from __future__ import annotations

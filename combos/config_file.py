@@ -36,11 +36,21 @@ TOP_LEVEL = (
     "smart_routes",
     "settings",
 )
+#: the fields naming a row of each section; a second item with the same values is an
+#: error (it would overwrite the first, and a second import would do it again)
 NATURAL_KEYS = {
-    "providers": "slug",
-    "combos": "name",
-    "api_keys": "name",
-    "smart_routes": "alias",
+    "providers": ("slug",),
+    "combos": ("name",),
+    "model_combo_mappings": ("pattern", "combo"),
+    "api_keys": ("name",),
+    "candidate_overrides": ("channel", "api_key"),
+    "smart_routes": ("alias",),
+}
+#: natural-key fields compared ignoring case (they are matched that way on write)
+FOLDED_KEYS = {
+    ("providers", "slug"),
+    ("combos", "name"),
+    ("model_combo_mappings", "combo"),
 }
 
 
@@ -114,19 +124,22 @@ def _section(data: dict[str, Any], name: str, check: Checker) -> list[Any]:
 
 def _walk(items: list[Any], name: str, check: Checker, fn: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    key = NATURAL_KEYS.get(name)
+    seen: dict[tuple[str, ...], int] = {}
+    keys = NATURAL_KEYS.get(name, ())
     for position, item in enumerate(items):
         sub = Checker(f"{name}[{position}]")
         if not isinstance(item, dict):
             sub.error("", "must be a mapping")
         else:
             clean = fn(item, sub)
-            ident = clean.get(key) if key else None
-            if isinstance(ident, str):
-                folded = ident.lower() if name in ("providers", "combos") else ident
+            ident = tuple(clean.get(key) for key in keys)
+            if keys and all(isinstance(part, str) for part in ident):
+                folded = tuple(
+                    part.lower() if (name, key) in FOLDED_KEYS else part
+                    for key, part in zip(keys, ident, strict=True)
+                )
                 if folded in seen:
-                    sub.error(key or "", f"duplicate of {name}[{seen[folded]}]")
+                    sub.error(keys[0], f"duplicate of {name}[{seen[folded]}]")
                 seen[folded] = position
             out.append(clean)
         check.problems += sub.problems
@@ -213,6 +226,13 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
         for r in _section(data, "smart_routes", top)
         if isinstance(r, dict) and isinstance(r.get("alias"), str)
     }
+    if prune and "model_combo_mappings" in data:
+        index.mapping_patterns = set()
+    index.mapping_patterns |= {
+        m["pattern"]
+        for m in _section(data, "model_combo_mappings", top)
+        if isinstance(m, dict) and isinstance(m.get("pattern"), str)
+    }
     plan.data = {
         "providers": providers,
         "combos": combos,
@@ -222,12 +242,7 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
             top,
             lambda item, sub: validate_mapping(item, sub, index),
         ),
-        "api_keys": _walk(
-            keys_raw,
-            "api_keys",
-            top,
-            lambda item, sub: services.validate_api_key(item, sub, index),
-        ),
+        "api_keys": _walk(keys_raw, "api_keys", top, _key_checker(index)),
         "candidate_overrides": _walk(
             _section(data, "candidate_overrides", top),
             "candidate_overrides",
@@ -248,6 +263,28 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
     plan.data["_present"] = [k for k in TOP_LEVEL if k in data]
     plan.problems, plan.warnings = top.problems, top.warnings
     return plan
+
+
+def _key_checker(index: ConfigIndex) -> Any:
+    """``validate_api_key`` plus the uniqueness of literal keys: within the file, and
+    against the stored keys of other names (an import must fail with a path, not on
+    the unique digest)."""
+    seen: dict[str, str] = {}
+
+    def check_key(item: dict[str, Any], sub: Checker) -> dict[str, Any]:
+        clean = services.validate_api_key(item, sub, index)
+        literal = services.literal_key(clean)
+        if literal is None:
+            return clean
+        owner = services.key_owner(literal, other_than=clean["name"])
+        if literal in seen:
+            sub.error("key", f"duplicate of {seen[literal]}")
+        elif owner is not None:
+            sub.error("key", f"is already the key of API key '{owner}'")
+        seen.setdefault(literal, sub.base)
+        return clean
+
+    return check_key
 
 
 def _graph_check(

@@ -3,6 +3,7 @@ the gateway ``settings:`` block (spec 07, 02 §13, 04 §2.3, 05 §2.1)."""
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, date, datetime
 from typing import Any
@@ -16,7 +17,9 @@ from gateway.engine.autoids import (
 from gateway.engine.globs import compile_glob
 from providers.validation import ON_ORDER, Checker, ConfigIndex
 
-API_KEY_FORMAT = re.compile(r"^[A-Za-z0-9._~+/=-]{16,200}$")
+#: any visible ASCII (it travels in an Authorization header), 1..200 characters
+API_KEY_FORMAT = re.compile(r"^[\x21-\x7e]{1,200}$")
+ENV_PREFIX = "env:"
 KEY_KEYS = frozenset(
     {
         "name",
@@ -36,6 +39,8 @@ MAPPING_KEYS = frozenset({"pattern", "combo", "priority"})
 OVERRIDE_KEYS = frozenset({"api_key", "channel", "exclude"})
 SMART_KEYS = frozenset({"alias", "easy", "hard", "threshold", "session_ttl_seconds"})
 TARGET_KEY = re.compile(r"^[^/@\s]+/[^@\s]+@[^@\s]+$")
+#: the largest value of the integer columns (``ApiKey.tpm`` is a PositiveIntegerField)
+MAX_INT_COLUMN = 2_147_483_647
 
 
 def _expiry(value: Any, check: Checker) -> datetime | None:
@@ -125,10 +130,17 @@ def validate_api_key(
 ) -> dict[str, Any]:
     check.unknown_keys(data, KEY_KEYS)
     key = data.get("key")
+    if isinstance(key, str) and key.startswith(ENV_PREFIX):
+        # hashed when stored, so the variable is read now (import, REST, admin)
+        variable = key.removeprefix(ENV_PREFIX)
+        key = os.environ.get(variable)
+        if not key:
+            check.error("key", f"environment variable {variable!r} is not set")
+            key = None
     if key is not None and (
         not isinstance(key, str) or (key != "***" and not API_KEY_FORMAT.fullmatch(key))
     ):
-        check.error("key", "must be 16..200 URL-safe characters")
+        check.error("key", "must be 1..200 visible ASCII characters")
         key = None
     allowed = check.string_list(data, "allowed_models")
     if allowed is not None and not allowed:
@@ -141,7 +153,7 @@ def validate_api_key(
         "expires_at": _expiry(data.get("expires_at"), check),
         "allowed_models": allowed,
         "rpm": check.integer(data, "rpm", 1, 10_000_000),
-        "tpm": check.integer(data, "tpm", 1, 10_000_000_000),
+        "tpm": check.integer(data, "tpm", 1, MAX_INT_COLUMN),
         "budget_usd": budget,
         "budget_period": check.choice(
             data, "budget_period", ("day", "week", "month"), default="month"

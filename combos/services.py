@@ -7,6 +7,7 @@ validator (``providers.validation`` and friends) guards every path into the data
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from combos.models import (
 )
 from combos.settings_validation import validate_settings
 from providers.models import Provider
-from providers.services import bump_config_revision
+from providers.services import MASKED, bump_config_revision
 from providers.validation import Checker, ConfigIndex, Problem
 
 KEY_PREFIX = "sk-or-"
@@ -75,6 +76,9 @@ def build_index() -> ConfigIndex:
         )
     index.smart_aliases = set(SmartRoute.objects.values_list("alias", flat=True))
     index.api_keys = set(ApiKey.objects.values_list("name", flat=True))
+    index.mapping_patterns = set(
+        ModelComboMapping.objects.values_list("pattern", flat=True)
+    )
     return index
 
 
@@ -106,8 +110,43 @@ def combo_as_data(combo: Combo) -> dict[str, Any]:
         "strategy": combo.strategy,
         "active": combo.active,
         "targets": targets,
-        "config": dict(combo.config or {}),
+        "config": mask_config_secrets(combo.config or {}),
     }
+
+
+def _nadir(config: Any) -> dict[str, Any] | None:
+    auto = config.get("auto") if isinstance(config, dict) else None
+    nadir = auto.get("nadir") if isinstance(auto, dict) else None
+    return nadir if isinstance(nadir, dict) else None
+
+
+def mask_config_secrets(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a combo ``config`` fit to show: a literal ``auto.nadir.apiKey`` (spec
+    04 §2.2) becomes ``"***"``; an ``env:`` reference is shown as is (spec 07)."""
+    out = copy.deepcopy(dict(config))
+    nadir = _nadir(out)
+    key = nadir.get("apiKey") if nadir else None
+    if nadir is not None and isinstance(key, str) and not key.startswith("env:"):
+        nadir["apiKey"] = MASKED
+    return out
+
+
+def keep_masked_secrets(
+    config: dict[str, Any], previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``config`` to store: an ``auto.nadir.apiKey`` of ``"***"`` (as shown by
+    ``mask_config_secrets``) keeps the stored key, or is dropped when there is none."""
+    nadir = _nadir(config)
+    if nadir is None or nadir.get("apiKey") != MASKED:
+        return config
+    out = copy.deepcopy(config)
+    stored = _nadir(previous or {})
+    kept = stored.get("apiKey") if stored else None
+    if isinstance(kept, str) and kept != MASKED:
+        out["auto"]["nadir"]["apiKey"] = kept
+    else:
+        del out["auto"]["nadir"]["apiKey"]
+    return out
 
 
 def check_combo(
@@ -147,7 +186,7 @@ def _write_combo(combo: Combo, clean: dict[str, Any]) -> Combo:
     combo.name = clean["name"]
     combo.strategy = clean["strategy"]
     combo.active = clean["active"]
-    combo.config = clean["config"]
+    combo.config = keep_masked_secrets(clean["config"], combo.config)
     combo.save()
     combo.targets.all().delete()
     by_name = {c.name.lower(): c for c in Combo.objects.all()}
@@ -237,6 +276,23 @@ def check_api_key(
     return validate_api_key(data, check, index), check
 
 
+def literal_key(clean: dict[str, Any]) -> str | None:
+    """The literal key a validated API key sets, if any (``"***"`` keeps the old)."""
+    key = clean.get("key")
+    return key if isinstance(key, str) and key != MASKED else None
+
+
+def key_owner(literal: str, *, other_than: str | None) -> str | None:
+    """The name of the stored API key, other than ``other_than``, whose key is
+    ``literal`` (digests are unique, spec 08 §5.1)."""
+    return (
+        ApiKey.objects.filter(key_hash=hash_api_key(literal))
+        .exclude(name=other_than)
+        .values_list("name", flat=True)
+        .first()
+    )
+
+
 @transaction.atomic
 def save_api_key(data: dict[str, Any], instance: ApiKey | None = None) -> SaveResult:
     """Create (plaintext returned once) or update a key; the hash never changes here
@@ -248,11 +304,15 @@ def save_api_key(data: dict[str, Any], instance: ApiKey | None = None) -> SaveRe
         and ApiKey.objects.filter(name=clean["name"]).exists()
     ):
         check.error("name", f"an API key named '{clean['name']}' already exists")
+    literal = literal_key(clean)
+    if literal is not None:
+        owner = key_owner(literal, other_than=instance.name if instance else None)
+        if owner is not None:
+            check.error("key", f"is already the key of API key '{owner}'")
     _raise_if(check)
     key = instance or ApiKey()
     _apply_key(key, clean)
     plaintext = None
-    literal = clean["key"] if clean["key"] not in (None, "***") else None
     if literal is not None:
         key.key_hash, key.prefix = hash_api_key(literal), literal[:KEY_DISPLAY_CHARS]
     elif instance is None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway.engine.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.engine.errors import RETRYABLE_REASONS
+from gateway.engine.globs import compile_glob
 from gateway.engine.types import ProviderKind
 
 COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
@@ -47,6 +48,8 @@ class ConfigIndex:
     combos: dict[str, tuple[str, str, list[str]]] = field(default_factory=dict)
     smart_aliases: set[str] = field(default_factory=set)
     api_keys: set[str] = field(default_factory=set)
+    #: model-to-combo mapping globs (spec 03 §1.1 step 4)
+    mapping_patterns: set[str] = field(default_factory=set)
 
     def model_exists(self, provider_model: str) -> bool:
         slug, sep, model = provider_model.partition("/")
@@ -62,8 +65,11 @@ class ConfigIndex:
         return None
 
     def resolves(self, text: str) -> bool:
-        """Whether ``text`` names something spec 03 §1.1 can resolve (no health)."""
-        return self.resolved_name(text) is not None
+        """Whether ``text`` names something spec 03 §1.1 can resolve (no health),
+        a model-to-combo mapping included."""
+        return self.resolved_name(text) is not None or any(
+            compile_glob(pattern).fullmatch(text) for pattern in self.mapping_patterns
+        )
 
     def resolved_name(self, text: str) -> str | None:
         """The resolved form of ``text`` (spec 03 §1.2), as the engine computes it:
@@ -380,9 +386,11 @@ def validate_connection(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     if (
         isinstance(api_key, str)
         and api_key.startswith("env:")
-        and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", api_key)
+        and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]{0,195}", api_key)
     ):
-        check.error("api_key", "env reference must look like env:NAME")
+        check.error(
+            "api_key", "env reference must look like env:NAME (at most 200 characters)"
+        )
     out["api_key"] = api_key
     quota = data.get("quota")
     out["quota"] = None

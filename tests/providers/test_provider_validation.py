@@ -17,6 +17,8 @@ from providers.validation import (
     validate_provider,
 )
 
+BAD_ENV = "env reference must look like env:NAME (at most 200 characters)"
+
 
 @pytest.fixture
 def check_provider() -> Callable[..., tuple[dict[str, Any], list[str]]]:
@@ -262,8 +264,9 @@ def test_two_models_with_the_same_id_are_rejected(
         ({"name": None}, "name: is required"),
         ({"tier": "gold"}, "tier: must be one of: free, standard, pro, ultra"),
         ({"api_key": 1234}, "api_key: must be a string (a literal or env:NAME)"),
-        ({"api_key": "env:1BAD"}, "api_key: env reference must look like env:NAME"),
-        ({"api_key": "env:"}, "api_key: env reference must look like env:NAME"),
+        ({"api_key": "env:1BAD"}, f"api_key: {BAD_ENV}"),
+        ({"api_key": "env:"}, f"api_key: {BAD_ENV}"),
+        ({"api_key": "env:" + "A" * 197}, f"api_key: {BAD_ENV}"),
         ({"priority": 1_000_001}, "priority: must be -1000000 <= x <= 1000000"),
         ({"max_concurrency": -1}, "max_concurrency: must be 0 <= x <= 1000000"),
         ({"active": "true"}, "active: must be true or false"),
