@@ -180,8 +180,14 @@ class AttemptLoop(Reporting):
     async def run(self) -> JSONReply | StreamReply:
         table = self.ctx.table
         self.rec.route = self.route
+        self.rec.items = self.items
         max_calls = table.settings.max_attempts_per_request
         warnings: list[str] = []
+        if any(auto_route(slot) is not None for slot in self.chain):
+            try:  # spec 02 §6.4: header validation ends a request before any call
+                self.controls = read_controls(self.ctx.headers)
+            except RequestError as exc:
+                return refusal_reply(self.ctx, exc, self.rec)
         for index, slot in enumerate(self.chain):
             if is_composite(slot):
                 reply = await self._composite(slot, index)
@@ -210,7 +216,7 @@ class AttemptLoop(Reporting):
     async def _walk(
         self, slot: Slot, index: int, planned: list[PlannedUnit], max_calls: int
     ) -> JSONReply | StreamReply | None:
-        for target in planned:
+        for position, target in enumerate(planned, 1):
             if self.calls >= max_calls:
                 return self._all_failed()
             if isinstance(target, CompositeUnit):
@@ -224,8 +230,14 @@ class AttemptLoop(Reporting):
             if reply is not None:
                 return reply
             last = self.items[-1]
+            if last.status != "failed":
+                continue  # a skip found at the call itself: skips never consult `on`
             if not should_continue(last.reason or "", self._options(slot, target).on):
                 return self._all_failed()
+            if position < len(planned) or index + 1 < len(self.chain):
+                # spec 06 §2: a move from a failed attempt to the next target
+                result = result_of(last.reason, last.detail)
+                metrics.bounded(metrics.FAILOVERS, result).inc()
         return None
 
     async def _composite(
@@ -266,7 +278,7 @@ class AttemptLoop(Reporting):
             try:
                 self.controls = read_controls(self.ctx.headers)
             except RequestError as exc:
-                return refusal_reply(self.ctx, exc, self.rec)
+                return self.refused(exc)
         decision = await plan_auto(
             self.ctx.table,
             self.key,
@@ -299,7 +311,7 @@ class AttemptLoop(Reporting):
             param=refusal.param,
             error_type=refusal.error_type,
         )
-        reply = refusal_reply(self.ctx, exc, self.rec)
+        reply = self.refused(exc)
         if refusal.retry_after_s is not None:
             reply.headers.append(
                 (b"retry-after", str(max(1, round(refusal.retry_after_s))).encode())
@@ -548,7 +560,6 @@ class AttemptLoop(Reporting):
         self.items.append(item)
         trigger = record_health(self.ctx.table, target, item, outcome)
         self.rec.add_attempt(target, item, started_wall, outcome, trigger=trigger)
-        metrics.bounded(metrics.FAILOVERS, result_of(item.reason, item.detail)).inc()
         if item.reason == "connection_error":
             self.failed_connections.add(conn_key(target))
         if item.reason == "context_length":

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gateway import proxy
+from gateway.context import refusal
 from gateway.engine.failover import Item, terminal
 from gateway.engine.types import Target
 from gateway.ids import new_id
 from gateway.responses import (
     JSONReply,
     completion_reply,
+    error_body,
     error_reply,
     omniroute_headers,
 )
@@ -30,10 +32,15 @@ if TYPE_CHECKING:
     from gateway.engine.plan import Slot
     from gateway.engine.types import KeyPolicy
     from gateway.outcome import RunRecord
-    from gateway.requests import ChatRequest
+    from gateway.requests import ChatRequest, RequestError
     from gateway.routing.pipeline import Decision
 
 logger = logging.getLogger("omniroute.gateway")
+
+
+def _as_sent(slot: Slot) -> str:
+    """A chain entry as the client sent it: a smart alias, not its target."""
+    return slot.entry.alias or slot.entry.model
 
 
 class Reporting:
@@ -69,13 +76,29 @@ class Reporting:
             "endpoint": self.ctx.endpoint,
             "stream": self.request.stream,
             "to_slot": index + 1,
-            "from_model": self.chain[index].entry.model,
-            "to_model": self.chain[index + 1].entry.model,
+            "from_model": _as_sent(self.chain[index]),
+            "to_model": _as_sent(self.chain[index + 1]),
             "reason": reason,
             "http_status": last.http_status if last is not None else None,
         }
         logger.info("model_failover %s", orjson.dumps(event).decode())
         self.rec.events.append(event)
+
+    def refused(self, exc: RequestError) -> JSONReply:
+        """A gateway refusal met while planning a slot (spec 02 §5): the request ends
+        with it, and the items of the earlier slots are listed in ``error.attempts``."""
+        reply = refusal(self.ctx, exc, self.rec)
+        if self.items:
+            reply.body = orjson.dumps(
+                error_body(
+                    message=exc.message,
+                    error_type=exc.error_type,
+                    code=exc.code,
+                    param=exc.param,
+                    attempts=[i.report() for i in self.items],
+                )
+            )
+        return reply
 
     def omniroute(self, target: Target) -> dict[str, Any]:
         first = self.chain[0]
@@ -97,7 +120,7 @@ class Reporting:
         elif served_slot is not None and served_slot.resolved.combo is not None:
             strategy = served_slot.resolved.combo.strategy.value
         data: dict[str, Any] = {
-            "requested_model": first.entry.alias or first.entry.model,
+            "requested_model": _as_sent(first),
             "served_model": target.model_key,
             "provider": target.provider.slug,
             "connection": target.connection.name,

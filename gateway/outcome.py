@@ -59,6 +59,9 @@ class RunRecord:
     attempt_count: int = 0
     failover: bool = False
     skips: list[dict[str, Any]] | None = None
+    #: the attempt loop's report items; their skips are stored with the request
+    #: whatever its outcome (spec 06 §1.1 ``skips``)
+    items: list[Item] | None = None
     ttft_s: float | None = None
     upstream_wait_s: float = 0.0
     client_disconnected: bool = False
@@ -198,17 +201,7 @@ class RunRecord:
         self.http_status, self.reason = status, code
         self.error_message = sanitize(message)
         self.attempt_count, self.failover = calls, failover
-        self.skips = [
-            {
-                "model": i.model,
-                "connection": i.connection,
-                "slot": i.slot,
-                "via": i.via,
-                "reason": i.reason,
-            }
-            for i in items
-            if i.status == "skipped"
-        ] or None
+        self.skips = _skip_rows(items)
 
     def client_closed(self, status: int) -> None:
         self.status, self.http_status = "client_closed", status
@@ -260,7 +253,7 @@ class RunRecord:
             "error_message": self.error_message,
             "attempt_count": self.attempt_count or len(self.attempts),
             "failover": self.failover,
-            "skips": self.skips,
+            "skips": self.skips if self.skips is not None else _skip_rows(self.items),
             "latency_ms": max(0, round((finished - self.received_at) * 1000)),
             "ttft_ms": _ms(self.ttft_s),
             "overhead_ms": self.overhead_ms() if not self.stream else None,
@@ -328,6 +321,21 @@ class RunRecord:
                 metrics.bounded(metrics.TOKENS, *labels, kind).inc(value)
         if self.cost:
             metrics.bounded(metrics.COST, *labels).inc(float(self.cost))
+
+
+def _skip_rows(items: list[Item] | None) -> list[dict[str, Any]] | None:
+    """``RequestLog.skips``: the skip items in order, or None when there are none."""
+    return [
+        {
+            "model": i.model,
+            "connection": i.connection,
+            "slot": i.slot,
+            "via": i.via,
+            "reason": i.reason,
+        }
+        for i in items or ()
+        if i.status == "skipped"
+    ] or None
 
 
 def _ms(seconds: float | None) -> int | None:

@@ -18,6 +18,7 @@ health effect (the gateway, not the target, ended it).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -31,6 +32,26 @@ from gateway.responses import DONE_FRAME, sse_frame
 
 if TYPE_CHECKING:
     from gateway.chat import AttemptLoop
+
+
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+
+
+def delivered_chars(delta: dict[str, Any]) -> int:
+    """Characters of one delta for the usage estimate (spec 02 §11): its text fields
+    and the tool-call names and arguments, everything that counts as a token."""
+    chars = sum(
+        len(value) for name in _TEXT_FIELDS if isinstance(value := delta.get(name), str)
+    )
+    calls = delta.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            for name in ("name", "arguments"):
+                value = function.get(name)
+                if isinstance(value, str):
+                    chars += len(value)
+    return chars
 
 
 @dataclass(slots=True, kw_only=True)
@@ -58,8 +79,8 @@ class StreamBody:
         if choices:
             for choice in choices:
                 delta = choice.get("delta") if isinstance(choice, dict) else None
-                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                    self.chars += len(delta["content"])
+                if isinstance(delta, dict):
+                    self.chars += delivered_chars(delta)
         chunk["model"] = self.target.model_key
         return sse_frame(chunk)
 
@@ -163,9 +184,14 @@ class StreamBody:
         trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
         if health_item.reason is None:
             self.loop.served(self.target)
+        logged = self.item
+        if not self.cut and not self.completed:
+            # spec 02 §8: a client that leaves mid-stream cancels the attempt, which is
+            # logged as such; what was delivered is still billed
+            logged = dataclasses.replace(self.item, reason="client_cancelled")
         run.add_attempt(
             self.target,
-            self.item,
+            logged,
             self.started_wall,
             result,
             billable=True,
