@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,8 @@ class AttemptResult:
     cancelled: bool = False
     #: the response's rate-limit headers (spec 03 §8.5), lower-case names
     ratelimit: list[tuple[str, str]] | None = None
+    #: called on every read of stream bytes (the idle timer restarts, spec 02 §4)
+    on_bytes: Callable[[], None] | None = None
 
 
 def _ratelimit(headers: Any) -> list[tuple[str, str]] | None:
@@ -251,6 +253,8 @@ async def _events(
         decoder = SSEDecoder()
         translator = dialect.stream_translator(created=created)
         async for raw in response.aiter_raw():
+            if result.on_bytes is not None:
+                result.on_bytes()  # keep-alive comments and pings count as bytes
             for event in decoder.feed(raw):
                 for chunk in translator.translate(event.event, _load(event.data)):
                     yield chunk
@@ -288,10 +292,17 @@ class OpenStream:
         for chunk in self.buffered:
             yield chunk
         self.buffered = []
+        loop = asyncio.get_running_loop()
+        idle_s = self.idle_timeout_s
         while True:
             try:
-                async with asyncio.timeout(self.idle_timeout_s):
-                    chunk = await anext(self.generator)
+                # the idle bound runs between upstream bytes, not translated chunks
+                async with asyncio.timeout(idle_s) as idle:
+                    self.result.on_bytes = lambda: idle.reschedule(loop.time() + idle_s)
+                    try:
+                        chunk = await anext(self.generator)
+                    finally:
+                        self.result.on_bytes = None
             except StopAsyncIteration:
                 self.ended = True
                 return
