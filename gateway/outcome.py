@@ -140,11 +140,12 @@ class RunRecord:
         cost = cost_usd(target.model, numbers) if numbers is not None else None
         if billable:
             self.usage_source = source
-            if numbers is not None:
-                self.prompt_tokens, self.completion_tokens, self.cached_tokens, _ = (
-                    numbers
-                )
-            self.cost = cost
+            if cost is not None:  # spec 06 §1.1: the sum of the billable costs
+                self.cost = cost if self.cost is None else self.cost + cost
+        if numbers is not None:  # token totals: every attempt that reported usage
+            self.prompt_tokens = (self.prompt_tokens or 0) + numbers[0]
+            self.completion_tokens = (self.completion_tokens or 0) + numbers[1]
+            self.cached_tokens = (self.cached_tokens or 0) + numbers[2]
         error = getattr(outcome, "error", None)
         self.attempts.append(
             {

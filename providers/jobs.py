@@ -171,9 +171,12 @@ def run_job(
     """Run one job now under its lock and return its ``JobRun`` row (saved)."""
     spec = get_spec(name)
     now = timezone.now()
+    # A command prints its own summary line, the one line it puts on stdout (where
+    # the application log also goes, spec 08): its run is logged at DEBUG only.
+    level = logging.DEBUG if triggered_by == TriggeredBy.COMMAND else logging.INFO
     held_until = acquire_lock(spec.name, now=now, hold_s=spec.hard_s)
     if held_until is None:
-        logger.info("job %s: skipped, another run holds the lock", spec.name)
+        logger.log(level, "job %s: skipped, another run holds the lock", spec.name)
         return JobRun.objects.create(
             job=spec.name,
             started_at=now,
@@ -212,7 +215,7 @@ def run_job(
         )
     finally:
         release_lock(spec.name, held_until=held_until)
-    logger.info("job %s: %s %s", spec.name, run.outcome, run.message)
+    logger.log(level, "job %s: %s %s", spec.name, run.outcome, run.message)
     return run
 
 
@@ -220,7 +223,13 @@ def _call(spec: JobSpec, context: JobContext) -> JobResult:
     try:
         result = spec.func(context)
     except (JobError, http.FetchError) as exc:
-        logger.warning("job %s failed: %s", spec.name, redact(exc))
+        expected = context.triggered_by == TriggeredBy.COMMAND  # in the summary
+        logger.log(
+            logging.DEBUG if expected else logging.WARNING,
+            "job %s failed: %s",
+            spec.name,
+            redact(exc),
+        )
         return JobResult(outcome=Outcome.FAILED, message=str(exc))
     except Exception as exc:  # any error of a job is a failed run, logged once
         logger.exception("job %s failed", spec.name)

@@ -442,6 +442,7 @@ def sync_models_dev(
     if not context.dry_run and sha == last_payload_sha256(JOB_NAME):
         return JobResult(
             outcome=Outcome.UNCHANGED,
+            counts=Plan().counts(),  # every count of spec 06 §3.1, all zero
             message="models.dev: unchanged (same payload as the last successful run)",
             payload_sha256=sha,
         )

@@ -172,6 +172,13 @@ def _max_series() -> int:
 _MAX_SERIES = _max_series()
 
 
+def family_name(metric: Any) -> str:
+    """The name spec 06 §2 gives the metric: a counter's keeps its ``_total``,
+    which prometheus_client strips from ``_name``."""
+    name = str(metric._name)
+    return f"{name}_total" if metric._type == "counter" else name
+
+
 def bounded(metric: Any, *values: str) -> Any:
     """``metric.labels(*values)``; label sets past the cap fold into ``other``.
 
@@ -183,7 +190,7 @@ def bounded(metric: Any, *values: str) -> Any:
         return child
     count = _counts.get(id(metric), 0)
     if count >= _MAX_SERIES:
-        LABEL_OVERFLOW.labels(metric._name).inc()
+        LABEL_OVERFLOW.labels(family_name(metric)).inc()
         return metric.labels(*("other" for _ in values))
     _counts[id(metric)] = count + 1
     _families[id(metric)] = metric

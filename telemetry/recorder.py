@@ -223,11 +223,19 @@ class Recorder:
             finally:
                 close_old_connections()
                 metrics.LOG_BUFFER_ROWS.labels("request_log").set(self.waiting())
+                metrics.LOG_BUFFER_ROWS.labels("attempt_log").set(
+                    self.waiting_attempts()
+                )
         return True
 
     def waiting(self) -> int:
         size = self._queue.qsize() if self._queue is not None else 0
         return size + len(self._pending)
+
+    def waiting_attempts(self) -> int:
+        """Attempt rows of the waiting requests (spec 06 §2: the gauge per table)."""
+        queued = list(self._queue.queue) if self._queue is not None else []
+        return sum(len(entry.attempts) for entry in (*self._pending, *queued))
 
     def shutdown(self) -> None:
         """Final flush with a deadline; spill what cannot be written."""
