@@ -502,7 +502,9 @@ class AttemptLoop(Reporting):
         return body
 
     def _cancelled(self, target: Target, index: int, started_wall: float) -> None:
-        latency = int((time.time() - started_wall) * 1000)
+        waited = max(0.0, time.time() - started_wall)
+        self.rec.upstream_wait_s += waited  # overhead excludes the upstream wait
+        latency = int(waited * 1000)
         item = Item(
             model=target.model_key,
             slot=index,

@@ -64,6 +64,8 @@ def authenticate_request(ctx: ChatContext) -> KeyPolicy | JSONReply:
     try:
         return authenticate(ctx.headers, ctx.table, ctx.received_at)
     except RequestError as exc:
+        # no log row, but a client request all the same (06 §2: by status sent)
+        metrics.bounded(metrics.REQUESTS, "unresolved", "none", str(exc.status)).inc()
         return refusal(ctx, exc, None)
 
 

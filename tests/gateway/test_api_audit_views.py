@@ -135,3 +135,28 @@ def test_metrics_refuse_a_wrong_token(settings):
     assert client.get("/metrics").status_code == 401
     ok = client.get("/metrics", headers={"Authorization": "Bearer s3cret-token"})
     assert ok.status_code == 200
+
+
+def test_a_request_without_a_key_counts_in_requests_total():
+    from prometheus_client import REGISTRY
+
+    from gateway.context import ChatContext, authenticate_request
+    from gateway.responses import JSONReply
+    from tests.engine.conftest import build_table
+
+    labels = {"route": "unresolved", "served_model": "none", "status": "401"}
+
+    def count() -> float:
+        return REGISTRY.get_sample_value("omniroute_requests_total", labels) or 0.0
+
+    before = count()
+    ctx = ChatContext(
+        endpoint="/v1/chat/completions",
+        headers={},
+        table=build_table({"pa": ["m1"]}),
+        record=lambda run: None,
+    )
+    reply = authenticate_request(ctx)
+    assert isinstance(reply, JSONReply)
+    assert reply.status == 401
+    assert count() == before + 1
