@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.integration.conftest import Gateway
+from tests.integration.conftest import Gateway, inherited_env
 
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 
@@ -77,11 +77,7 @@ def cluster_env(
     *, database_url: str, redis_url: str, data_dir: Path, **extra: str
 ) -> dict[str, str]:
     """The environment of every worker of one cluster (``extra``: more settings)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_"))
-    }
+    env = inherited_env()
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,32 @@ KEY_ALL = "sk-or-test-all-000000000000000000000000000000000"
 KEY_PA_ONLY = "sk-or-test-pa-only-0000000000000000000000000000"
 KEY_DISABLED = "sk-or-test-disabled-000000000000000000000000000"
 KEY_EXPIRED = "sk-or-test-expired-0000000000000000000000000000"
+
+
+#: settings a gateway process under test always gets its own value of
+OWN_SETTINGS = ("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_")
+
+
+def inherited_env() -> dict[str, str]:
+    """This process's environment minus the settings each gateway is given."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(OWN_SETTINGS)}
+
+
+def post_chat(
+    gateway: Gateway,
+    *,
+    key: str = KEY_ALL,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
+    **body: Any,
+) -> httpx.Response:
+    """One chat request with a fresh user message (a fresh conversation)."""
+    return httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}", **(headers or {})},
+        json={"messages": [{"role": "user", "content": uuid.uuid4().hex}], **body},
+        timeout=timeout,
+    )
 
 
 def free_port() -> int:
@@ -223,11 +250,7 @@ def mock() -> Iterator[RunningMock]:
 @pytest.fixture(scope="session")
 def gateway(mock: RunningMock) -> Iterator[Gateway]:
     data_dir = Path(tempfile.mkdtemp(prefix="omniroute-it-"))
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_"))
-    }
+    env = inherited_env()
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",

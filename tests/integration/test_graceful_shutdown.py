@@ -8,7 +8,6 @@ the gateway's SQLite file after the process has exited.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import tempfile
 import threading
@@ -21,7 +20,13 @@ import httpx
 import pytest
 
 from providers.mock_upstream import RunningMock, start_in_thread
-from tests.integration.conftest import KEY_ALL, Gateway, base_config, free_port
+from tests.integration.conftest import (
+    KEY_ALL,
+    Gateway,
+    base_config,
+    free_port,
+    inherited_env,
+)
 
 pytestmark = pytest.mark.integration
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -38,11 +43,7 @@ def own_mock() -> Iterator[RunningMock]:
 
 def _own_gateway(mock: RunningMock, **extra: str) -> Gateway:
     data_dir = Path(tempfile.mkdtemp(prefix="omniroute-shutdown-"))
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_"))
-    }
+    env = inherited_env()
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import redis
 
@@ -30,7 +29,12 @@ from tests.integration.cluster import (
     require_services,
     scratch_database,
 )
-from tests.integration.conftest import KEY_ALL, Gateway, base_config, free_port
+from tests.integration.conftest import (
+    KEY_ALL,
+    base_config,
+    free_port,
+    post_chat,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -118,19 +122,7 @@ def upstream(own_mock: RunningMock) -> Iterator[RunningMock]:
     own_mock.reset()
 
 
-def _chat(
-    gateway: Gateway,
-    *,
-    key: str = KEY_ALL,
-    headers: dict[str, str] | None = None,
-    **body: Any,
-) -> httpx.Response:
-    return httpx.post(
-        f"{gateway.url}/v1/chat/completions",
-        headers={"Authorization": f"Bearer {key}", **(headers or {})},
-        json={"messages": [{"role": "user", "content": uuid.uuid4().hex}], **body},
-        timeout=30,
-    )
+_chat = post_chat
 
 
 def test_a_breaker_opened_through_a_is_honoured_by_b(workers, upstream):

@@ -38,7 +38,7 @@ from tests.integration.cluster import (
     require_services,
     scratch_database,
 )
-from tests.integration.conftest import KEY_ALL, Gateway, free_port
+from tests.integration.conftest import KEY_ALL, Gateway, free_port, post_chat
 from tests.integration.redis_proxy import RedisProxy
 
 pytestmark = pytest.mark.integration
@@ -197,19 +197,8 @@ def outage(cluster: Cluster) -> Iterator[RedisProxy]:
 # --- black-box helpers ----------------------------------------------------------------
 
 
-def _chat(
-    gateway: Gateway,
-    *,
-    key: str = KEY_ALL,
-    headers: dict[str, str] | None = None,
-    **body: Any,
-) -> httpx.Response:
-    return httpx.post(
-        f"{gateway.url}/v1/chat/completions",
-        headers={"Authorization": f"Bearer {key}", **(headers or {})},
-        json={"messages": [{"role": "user", "content": uuid.uuid4().hex}], **body},
-        timeout=HTTP_TIMEOUT_SECONDS,
-    )
+def _chat(gateway: Gateway, **kwargs: Any) -> httpx.Response:
+    return post_chat(gateway, timeout=HTTP_TIMEOUT_SECONDS, **kwargs)
 
 
 def _readyz(gateway: Gateway) -> tuple[int, dict[str, Any]]:
