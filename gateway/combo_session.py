@@ -18,6 +18,7 @@ from django.conf import settings
 from gateway.engine import adaptive
 from gateway.engine.strategies.base import Candidate
 from gateway.engine.types import ComboInfo, PlannedUnit, RoutingTable, Target
+from providers.health import board
 from providers.latency import latency
 from providers.pins import pins
 from telemetry import metrics
@@ -109,15 +110,16 @@ class SessionPlanning:
                 for unit in units:
                     if isinstance(unit, Target):
                         self._pin_on_success(unit, scope)
-        if not survivors:
-            return self._all_cooling(combo, skips_before)
-        by_key = {c.key: units for c, units in survivors}
         tuning = adaptive_tuning(self.table, combo)
-        warm = None
-        if (
+        warming = (
             combo.config.get("sessionAffinity", True) is False
-            and self.facts.session_key
-        ):
+            and self.facts.session_key is not None
+        )
+        if not survivors:
+            return self._all_cooling(combo, skips_before, scope, warming)
+        by_key = {c.key: units for c, units in survivors}
+        warm = None
+        if warming:
             warm = self._warm_key(combo, tuning.warm_ttl_s)
             self._remember_warm(combo, survivors)
         pool = [
@@ -125,9 +127,13 @@ class SessionPlanning:
             for c, u in survivors
             if honored is None or any(x is not honored for x in u)
         ]
+        observed = adaptive.observe(
+            [self._adaptive_candidate(c) for c, _ in pool], latency, self.now
+        )
+        _show_estimates(observed)
         order = adaptive.plan_order(
-            [self._adaptive_candidate(c) for c, _ in pool],
-            estimator=latency,
+            observed,
+            estimator=None,
             now=self.now,
             objective=tuning.objective,
             min_weight_fraction=tuning.min_weight_fraction,
@@ -136,17 +142,38 @@ class SessionPlanning:
             rng=_rng,
         )
         result: list[PlannedUnit] = [honored] if honored is not None else []
-        for picked, reason in order:
-            if not result:
-                metrics.bounded(
-                    metrics.ROUTING_SELECTIONS, combo.name, picked.key, reason
-                ).inc()
-            result.extend(u for u in by_key[picked.key] if u is not honored)
         if honored is not None:
             metrics.bounded(
                 metrics.ROUTING_SELECTIONS, combo.name, honored.key, "session_pin"
             ).inc()
+        failovers: list[str] = []  # picks of the repeated selection (§3.5 step 4)
+        for picked, reason in order:
+            units = [u for u in by_key[picked.key] if u is not honored]
+            if not result:
+                metrics.bounded(
+                    metrics.ROUTING_SELECTIONS, combo.name, picked.key, reason
+                ).inc()
+            else:
+                failovers.append(picked.key)
+                self._count_failovers(combo, units, tuple(failovers))
+            result.extend(units)
         return result
+
+    def _count_failovers(
+        self, combo: ComboInfo, units: list[PlannedUnit], picks: tuple[str, ...]
+    ) -> None:
+        """``reason="failover"`` for every repeated selection made before one of
+        ``units`` served (the plan is drawn up front; only a served request shows
+        how far down it went)."""
+
+        def count() -> None:
+            for key in picks:
+                metrics.bounded(
+                    metrics.ROUTING_SELECTIONS, combo.name, key, "failover"
+                ).inc()
+
+        for unit in units:
+            self.plan.on_success.setdefault(unit.key, []).append(count)
 
     def _adaptive_candidate(self, candidate: Candidate) -> adaptive.AdaptiveCandidate:
         model = candidate.model
@@ -162,9 +189,17 @@ class SessionPlanning:
             price=price,
         )
 
-    def _all_cooling(self, combo: ComboInfo, skips_before: int) -> list[PlannedUnit]:
+    def _all_cooling(
+        self,
+        combo: ComboInfo,
+        skips_before: int,
+        scope: str | None,
+        warming: bool,
+    ) -> list[PlannedUnit]:
         """Every eligible candidate is cooling: call the one whose cooling ends
-        soonest (the one exception to "no fail-open", spec 05 §3.1)."""
+        soonest, ties to the higher configured weight, then declaration order (the
+        one exception to "no fail-open", spec 05 §3.1).  Its success pins (§1.4) or
+        warms (§3.4) the session like any other."""
         cooling = [
             (target, skip)
             for target, skip in self.plan.skips[skips_before:]
@@ -175,7 +210,9 @@ class SessionPlanning:
         choice = adaptive.all_cooling_choice(
             [
                 (
-                    adaptive.AdaptiveCandidate(key=t.key, index=i),
+                    adaptive.AdaptiveCandidate(
+                        key=t.key, index=i, base_weight=_declared_weight(combo, t)
+                    ),
                     self.now + (skip.retry_after_s or 0.0),
                 )
                 for i, (t, skip) in enumerate(cooling)
@@ -187,6 +224,10 @@ class SessionPlanning:
         metrics.bounded(
             metrics.ROUTING_SELECTIONS, combo.name, target.key, "all_cooling"
         ).inc()
+        if scope is not None:
+            self._pin_on_success(target, scope)
+        if warming:
+            self._remember_warm(combo, [(_cooling_candidate(target), [target])])
         return [target]
 
     def _warm_key(self, combo: ComboInfo, ttl_s: float) -> str | None:
@@ -238,6 +279,7 @@ class SessionPlanning:
             for unit in units:
                 if isinstance(unit, Target) and unit.key == pinned:
                     self._affinity(combo, "honored")
+                    self._release_on_failover(combo, unit, survivors)
                     return scope, unit
         skipped = next(
             (skip for target, skip in self.plan.skips if target.key == pinned), None
@@ -248,6 +290,32 @@ class SessionPlanning:
         pins.delete(session, scope)  # cooling, removed from the combo, or inactive
         self._affinity(combo, "released")
         return scope, None
+
+    def _release_on_failover(
+        self,
+        combo: ComboInfo,
+        honored: Target,
+        survivors: list[tuple[Candidate, list[PlannedUnit]]],
+    ) -> None:
+        """E7: the honoured target fails and starts cooling (§3.3), so the pin is
+        released; the failover attempt that then serves moves it (``_pin_on_success``).
+        A failure that leaves the target usable only moves the pin."""
+
+        def release() -> None:
+            connection = honored.connection
+            skip = board.skip_reason(
+                f"{honored.provider.slug}@{connection.name}",
+                honored.model.model_id,
+                connection.max_concurrency,
+                time.time(),
+            )
+            if skip is not None and skip.reason != "busy":
+                self._affinity(combo, "released")
+
+        for _, units in survivors:
+            for unit in units:
+                if unit is not honored:
+                    self.plan.on_success.setdefault(unit.key, []).append(release)
 
     @staticmethod
     def _affinity(combo: ComboInfo, outcome: str) -> None:
@@ -285,3 +353,40 @@ class SessionPlanning:
                 if isinstance(unit, Target):
                     self._pin_on_success(unit, scope)
         return result
+
+
+def _declared_weight(combo: ComboInfo, target: Target) -> float:
+    """The configured weight of ``target`` in ``combo`` (None counts 1), split evenly
+    over its provider's connections when the declared target names none."""
+    for declared in combo.targets:
+        if declared.ref is not None or declared.model is None:
+            continue
+        slug, _, model_id = declared.model.partition("/")
+        if (
+            slug.lower() != target.provider.slug.lower()
+            or model_id != target.model.model_id
+            or declared.connection not in (None, target.connection.name)
+        ):
+            continue
+        weight = 1.0 if declared.weight is None else float(declared.weight)
+        if declared.connection is None and target.provider.connections:
+            weight /= len(target.provider.connections)
+        return weight
+    return 1.0
+
+
+def _cooling_candidate(target: Target) -> Candidate:
+    return Candidate(key=target.key, index=0)
+
+
+def _show_estimates(observed: list[adaptive.AdaptiveCandidate]) -> None:
+    """``omniroute_routing_latency_estimate_ms``: ``L``, or ``D`` when unknown
+    (spec 05 §3.8), as this pool sees it."""
+    default = adaptive.pool_default(
+        c.latency_ms for c in observed if c.latency_ms is not None
+    )
+    for candidate in observed:
+        estimate = candidate.latency_ms
+        metrics.bounded(metrics.ROUTING_LATENCY_ESTIMATE, candidate.key).set(
+            default if estimate is None else estimate
+        )
