@@ -31,6 +31,7 @@ from gateway.routing.pool import (
     Refusal,
     apply_filters,
     servable,
+    usable,
 )
 from gateway.routing.scoring import rank, score_pool
 from gateway.routing.strategies import canonical_name, choose
@@ -273,7 +274,7 @@ def candidate_inputs(
                 max_output_tokens=model.max_output_tokens,
                 capabilities=model.capabilities,
                 model_tier=model.tier,
-                n_conn=max(1, len(target.provider.connections)),
+                n_conn=max(1, _usable_connections(target)),
                 in_flight=env.in_flight(target),
                 max_concurrency=target.connection.max_concurrency,
                 fitness=fitness(
@@ -287,6 +288,13 @@ def candidate_inputs(
             )
         )
     return found
+
+
+def _usable_connections(target: Target) -> int:
+    """``n_conn`` of §3.1: the active connections of the provider with usable
+    credentials (the table holds active connections only)."""
+    provider = target.provider
+    return sum(1 for c in provider.connections if usable(provider, c))
 
 
 def _max_attempts(route: AutoRoute) -> int:
@@ -319,10 +327,16 @@ def _healing(
     return kept or list(ranked)
 
 
-def _describe_pool(filtered: Filtered, env: Environment) -> list[Target]:
-    """§10: the pool routing would score: reachable, not excluded (F4 fails open)."""
-    excluded = env.excluded or frozenset()
-    kept = [t for t in filtered.reachable if t.key not in excluded]
+def _describe_pool(filtered: Filtered, routed: Filtered | None) -> list[Target]:
+    """§10: the pool routing would score: reachable, not excluded (F4 fails open).
+
+    ``routed`` is the chain as routing runs it (F4 applied); its reachable
+    candidates that the listing also shows are scored."""
+    if routed is None:
+        kept = list(filtered.reachable)
+    else:
+        listed = {t.key for t in filtered.fitting}
+        kept = [t for t in routed.reachable if t.key in listed]
     return kept or filtered.reachable or filtered.fitting
 
 
@@ -427,6 +441,22 @@ async def decide(
         overrides_failed=env.overrides_failed,
         health_only=request.describe,
     )
+    routed: Filtered | None = None
+    if request.describe and (env.excluded or env.overrides_failed):
+        # §10: F4 only flags, but whether routing would ignore the overrides (and
+        # which candidates it would score) comes from the chain as routing runs it.
+        routed = apply_filters(
+            table_pool,
+            route=route,
+            key=request.key,
+            hide_paid=settings.hide_paid_models,
+            needs=needs_,
+            excluded=env.excluded,
+            reachable=env.reachable,
+            overrides_failed=env.overrides_failed,
+            health_only=True,
+        )
+        filtered.overrides_ignored = routed.overrides_ignored
     decision.filtered = filtered
     decision.task_type = task = _task(request)
     if filtered.refusal is not None and not request.describe:
@@ -440,7 +470,7 @@ async def decide(
         route, settings.exploration_rate, incident
     )
     scored_pool = (
-        _describe_pool(filtered, env) if request.describe else filtered.reachable
+        _describe_pool(filtered, routed) if request.describe else filtered.reachable
     )
     features = _features(
         request, task, settings, 0 if request.describe else needs_.need_tokens
@@ -453,7 +483,9 @@ async def decide(
     eligible = _healing(ranked, env, request.now, decision)
     if request.describe:
         reachable_keys = {t.key for t in filtered.reachable}
-        excluded = env.excluded or frozenset()
+        excluded = (
+            frozenset() if filtered.overrides_ignored else env.excluded or frozenset()
+        )
         decision.eligible = [
             s for s in eligible if s.key in reachable_keys and s.key not in excluded
         ]
