@@ -329,7 +329,7 @@ class AttemptLoop(Reporting):
             self.ctx.table, combo, request_facts(self.request.body, self.session_key)
         )
         for target, skip in plan.skips:
-            self._skip(target, index, skip.reason, skip.retry_after_s)
+            self._skip(target, index, skip.reason, skip.retry_after_s, skip.unmet_param)
         self.plans.append(plan)
         self.injected.update(plan.inject)
         self.forced |= plan.forced

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.combo_session import SessionPlanning
-from gateway.engine.facts import cache_key, input_tokens
+from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
 from gateway.engine.strategies import REGISTRY, rendezvous_order
 from gateway.engine.strategies.base import (
@@ -45,6 +45,7 @@ from gateway.engine.strategies.base import (
     Quota,
     Stats,
 )
+from gateway.engine.strategies.simple import fill_first_reserve, is_drained
 from gateway.engine.types import (
     ComboInfo,
     CompositeUnit,
@@ -83,6 +84,10 @@ class RequestFacts:
     max_out: int | None
     cache_key: str | None = None
     session_key: str | None = None
+    #: ``R`` and the capabilities the request needs (§4.2); None/() = not checked
+    #: while planning (composite members get other bodies and check at dispatch)
+    needed: int | None = None
+    needs: tuple[Need, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -175,6 +180,19 @@ def connection_quota(
     )
 
 
+def _target_quota(quotas: list[Quota]) -> Quota:
+    """An unpinned target's quota for fill-first (§5.2): that of its best connection
+    (exhausted only when every connection is; remaining unknown when a connection
+    that is not exhausted has no reading)."""
+    live = [q for q in quotas if not q.exhausted]
+    if not live:
+        return Quota(remaining=0.0, exhausted=True)
+    known = [q.remaining for q in live]
+    if any(r is None for r in known):
+        return Quota()
+    return Quota(remaining=max(r for r in known if r is not None))
+
+
 def _expands(table: RoutingTable, combo: ComboInfo) -> bool:
     """One candidate per connection (``connectionAwareExpansion``, §4.1)."""
     return (
@@ -205,6 +223,7 @@ class _Planner(SessionPlanning):
         self.prefetched: dict[str, Any] = {}
         self.prefetched_pins = {}
         self.prefetched_stats: dict[str, TargetSnapshot] = {}
+        #: capability misfits (§4.2) of the combo being planned, in declared order
 
     # ------------------------------------------------------------ batched reads
 
@@ -281,7 +300,7 @@ class _Planner(SessionPlanning):
         for connection in provider.connections:
             if pinned not in (None, connection.name):
                 continue
-            if expand or pinned is not None:
+            if expand or pinned is not None or strategy == "fill-first":
                 wanted.keys[quota_key(f"{provider.slug}@{connection.name}")] = None
             if strategy in STATS_STRATEGIES:
                 wanted.stats[f"{model.key}@{connection.name}"] = None
@@ -295,6 +314,19 @@ class _Planner(SessionPlanning):
     def _snapshot(self, target_key: str) -> TargetSnapshot:
         found = self.prefetched_stats.get(target_key)
         return found if found is not None else stats.snapshot(target_key, self.now)
+
+    def _misfit(self, target: Target) -> Skip | None:
+        """The request-shaped filters of §4.2 (context window, capabilities)."""
+        window = target.model.context_window
+        needed = self.facts.needed
+        if window is not None and needed is not None and window < needed:
+            return Skip("context_too_large", None)
+        capabilities = target.model.capabilities
+        if capabilities is not None:
+            for need in self.facts.needs:
+                if need.capability not in capabilities:
+                    return Skip("capability_mismatch", None, need.param)
+        return None
 
     def _check(self, target: Target) -> Skip | None:
         return board.skip_reason(
@@ -335,7 +367,14 @@ class _Planner(SessionPlanning):
         for group in groups:
             alive = []
             for target in group:
-                skip = self._check(target)
+                # adaptive keeps the request-shaped checks at dispatch: its
+                # all-cooling choice (spec 05 §3.1) reads the planner's skips as
+                # health skips
+                skip = (
+                    None
+                    if combo.strategy is Strategy.ADAPTIVE
+                    else self._misfit(target)
+                ) or self._check(target)
                 if skip is None:
                     alive.append(target)
                 else:
@@ -354,6 +393,14 @@ class _Planner(SessionPlanning):
                 share = 1 / len(targets)  # spec 05 §3.1: the weight 1 split evenly
             snaps = [self._snapshot(t.key) for t in alive]
             conn_key = f"{provider.slug}@{connection.name}" if connection else ""
+            if connection is not None:
+                quota = connection_quota(
+                    connection, conn_key, self.now, self._read(quota_key(conn_key))
+                )
+            elif combo.strategy is Strategy.FILL_FIRST:
+                quota = _target_quota([self._quota(t) for t in alive])
+            else:
+                quota = Quota()
             result.append(
                 (
                     Candidate(
@@ -371,12 +418,7 @@ class _Planner(SessionPlanning):
                                 s.success_latency_ms_sum for s in snaps
                             ),
                         ),
-                        quota=connection_quota(
-                            connection,
-                            conn_key,
-                            self.now,
-                            self._read(quota_key(conn_key)) if connection else None,
-                        ),
+                        quota=quota,
                         half_open=connection is not None
                         and board.describe_circuit(conn_key, self.now).value
                         == "half_open",
@@ -385,6 +427,12 @@ class _Planner(SessionPlanning):
                 )
             )
         return result
+
+    def _quota(self, target: Target) -> Quota:
+        conn = f"{target.provider.slug}@{target.connection.name}"
+        return connection_quota(
+            target.connection, conn, self.now, self._read(quota_key(conn))
+        )
 
     def _composite_alive(self, combo: ComboInfo, depth: int) -> bool:
         """A composite ref is kept when one of its members could still answer."""
@@ -485,7 +533,7 @@ class _Planner(SessionPlanning):
             and honored is None  # an honoured pin advances no rotation counter
         ):
             ordering = self._commit(state_key, state, ordering, order_on)
-        result = self._expand(ordering.order, by_key, name)
+        result = self._expand(ordering.order, by_key, combo)
         if ordering.on_success is not None and state_key is not None:
             for candidate in ordering.order:
                 for target in by_key[candidate.key]:
@@ -502,14 +550,14 @@ class _Planner(SessionPlanning):
         self,
         order: tuple[Candidate, ...],
         by_key: dict[str, list[PlannedUnit]],
-        strategy: str,
+        combo: ComboInfo,
     ) -> list[PlannedUnit]:
         """Candidates back into targets (a model's connections in their order)."""
         result: list[PlannedUnit] = []
         for candidate in order:
             targets = by_key[candidate.key]
             if not candidate.is_ref:
-                targets = self._connection_order(targets, strategy)
+                targets = self._connection_order(targets, combo)
             result.extend(targets)
         return result
 
@@ -592,7 +640,7 @@ class _Planner(SessionPlanning):
         self.plan.on_success.setdefault(target.key, []).append(write)
 
     def _connection_order(
-        self, units: list[PlannedUnit], strategy: str
+        self, units: list[PlannedUnit], combo: ComboInfo
     ) -> list[PlannedUnit]:
         targets = [t for t in units if isinstance(t, Target)]
         if len(targets) < 2 or len(targets) != len(units):  # noqa: PLR2004
@@ -600,12 +648,19 @@ class _Planner(SessionPlanning):
         ordered: list[Target] = sorted(
             targets, key=lambda t: (t.connection.priority, t.connection.name)
         )
+        if combo.strategy is Strategy.FILL_FIRST:
+            # spec 03 §5.2: the same rule orders the connections inside a target
+            reserve = fill_first_reserve(combo.config)
+            drained = [
+                is_drained(Candidate(key=t.key, index=0, quota=self._quota(t)), reserve)
+                for t in ordered
+            ]
+            return [
+                *(t for t, spent in zip(ordered, drained, strict=True) if not spent),
+                *(t for t, spent in zip(ordered, drained, strict=True) if spent),
+            ]
         key = self.facts.cache_key
-        if (
-            key is None
-            or strategy == "fill-first"
-            or not self.table.settings.promptcache_affinity
-        ):
+        if key is None or not self.table.settings.promptcache_affinity:
             return [*ordered]
         rank = {
             k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
@@ -613,14 +668,19 @@ class _Planner(SessionPlanning):
         return [*sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))]
 
 
-def request_facts(body: dict[str, Any], session_key: str | None = None) -> RequestFacts:
-    """The request-derived keys of spec 03 §3 that strategies read."""
+def request_facts(
+    body: dict[str, Any], session_key: str | None = None, *, shaped: bool = True
+) -> RequestFacts:
+    """The request-derived keys of spec 03 §3 that strategies read; ``shaped`` adds
+    what the request-shaped filters of §4.2 need."""
     max_out = body.get("max_completion_tokens") or body.get("max_tokens")
     return RequestFacts(
         r_in=input_tokens(body.get("messages")),
         max_out=max_out if isinstance(max_out, int) else None,
         cache_key=cache_key(body),
         session_key=session_key,
+        needed=needed_tokens(body) if shaped else None,
+        needs=needs(body) if shaped else (),
     )
 
 

@@ -159,7 +159,9 @@ class Composite:
     # --- planning -----------------------------------------------------------------
 
     def _facts(self) -> RequestFacts:
-        return request_facts(self.body, self.loop.session_key)
+        # members get other bodies (no tools on the panel, stage k's messages):
+        # the request-shaped checks run at dispatch, on the body actually sent
+        return request_facts(self.body, self.loop.session_key, shaped=False)
 
     def _plan(self, declared: ComboTargetInfo) -> list[PlannedUnit]:
         table = self.loop.ctx.table
@@ -180,7 +182,7 @@ class Composite:
             )
         plan = plan_combo(table, combo, self._facts())
         for target, skip in plan.skips:
-            self._skip(target, skip.reason, skip.retry_after_s)
+            self._skip(target, skip.reason, skip.retry_after_s, skip.unmet_param)
         self.loop.plans.append(plan)
         return plan.targets
 
@@ -286,9 +288,13 @@ class Composite:
         stream: bool,
         need_text: bool,
         repeat_ok: bool = False,
+        out: UnitOutcome | None = None,
     ) -> UnitOutcome:
-        """Try the unit's targets in order under 02 rules; the first answer wins."""
-        out = UnitOutcome()
+        """Try the unit's targets in order under 02 rules; the first answer wins.
+
+        ``out`` (given by a panel collector) names the target being called while the
+        call runs, so a member cancelled mid-call still has one."""
+        out = UnitOutcome() if out is None else out
         max_calls = self.loop.ctx.table.settings.max_attempts_per_request
         for target in unit:
             if self.loop.calls >= max_calls:
@@ -314,6 +320,7 @@ class Composite:
             if not board.begin(connection, time.time(), options.timeout_ms / 1000):
                 self._skip(target, "circuit_open", 1.0)
                 continue
+            out.target = target
             try:
                 answer, failure = await self._call(
                     target, body, stream, options, need_text=need_text

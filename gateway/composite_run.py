@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from gateway.composite import Answer, Composite, Done
+from gateway.composite import Answer, Composite, Done, UnitOutcome
 from gateway.engine import agentic
 from gateway.engine import composite as pure
 from gateway.engine.failover import Item, should_continue
@@ -190,9 +190,10 @@ async def _collect(
     clock = asyncio.get_running_loop().time
     hard_at = clock() + tuning.panel_hard_timeout_ms / 1000
     grace_at: float | None = None
+    outs = [UnitOutcome() for _ in units]
     tasks = {
         asyncio.create_task(
-            c.call_unit(unit, body, stream=False, need_text=True)
+            c.call_unit(unit, body, stream=False, need_text=True, out=outs[index])
         ): index
         for index, (_, unit) in enumerate(units)
     }
@@ -232,7 +233,7 @@ async def _collect(
                         reason="timeout",
                         detail=c.cancel_detail,
                     ),
-                    None,
+                    outs[tasks[task]].target,  # the call the collector cut
                 )
     finally:
         for task in pending:

@@ -73,6 +73,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 class Skip:
     reason: str
     retry_after_s: float | None
+    #: ``capability_mismatch``: the request field of the unmet need (spec 02 §10)
+    unmet_param: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

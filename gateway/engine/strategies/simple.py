@@ -17,14 +17,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.engine.strategies.base import Candidate, Ordering, OrderInput
 from gateway.engine.strategies.inputs import (
     NOTHING,
     is_exhausted,
-    option_number,
     remaining,
     str_or_none,
 )
@@ -39,6 +38,14 @@ class Priority:
         return Ordering(order=given.survivors)
 
 
+def fill_first_reserve(config: Mapping[str, Any]) -> float:
+    """``fillFirstReservePercent`` as a share (0..0.5), default 0."""
+    value = config.get("fillFirstReservePercent")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return FILL_FIRST_RESERVE_PERCENT / 100
+    return float(value) / 100
+
+
 def is_drained(candidate: Candidate, reserve: float) -> bool:
     """fill-first's "use it last" test: exhausted, or ``remaining ≤ reserve`` (0..1)."""
     left = remaining(candidate)
@@ -49,10 +56,7 @@ class FillFirst:
     name = "fill-first"
 
     def order(self, given: OrderInput) -> Ordering:
-        reserve = (
-            option_number(given, "fillFirstReservePercent", FILL_FIRST_RESERVE_PERCENT)
-            / 100
-        )
+        reserve = fill_first_reserve(given.config)
         drained = [c for c in given.survivors if is_drained(c, reserve)]
         fresh = [c for c in given.survivors if not is_drained(c, reserve)]
         return Ordering(order=(*fresh, *drained))
