@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import secrets
 from typing import Any
 
@@ -43,7 +44,13 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
             return None
         digest = hashlib.sha256(token.strip().encode()).hexdigest()
         row = AdminToken.objects.select_related("user").filter(key_hash=digest).first()
-        if row is None or not row.user.is_active or not row.user.is_staff:
+        # found by digest; the final equality test is constant-time (spec 08 §5.1)
+        if (
+            row is None
+            or not hmac.compare_digest(row.key_hash, digest)
+            or not row.user.is_active
+            or not row.user.is_staff
+        ):
             raise exceptions.AuthenticationFailed("invalid admin token")
         return row.user, row
 

@@ -8,6 +8,7 @@ generated secret key, in-process routing state.  Gateway-wide *routing* settings
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
 import socket
@@ -66,6 +67,8 @@ OMNIROUTE_ENCRYPTION_KEYS = _fernet_keys or (
 )
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
+# ★ in production: the default is for embedded mode only (omniroute.E003 when unset).
+ALLOWED_HOSTS_FROM_ENV = env_str("DJANGO_ALLOWED_HOSTS") is not None
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 if env_bool("OMNIROUTE_BEHIND_TLS_PROXY", False):
@@ -182,7 +185,12 @@ OMNIROUTE_METRICS_TOKEN = env_str("OMNIROUTE_METRICS_TOKEN") or None
 OMNIROUTE_RESERVE_COMPLETION_TOKENS = env_int(
     "OMNIROUTE_RESERVE_COMPLETION_TOKENS", 1024, minimum=0
 )
-OMNIROUTE_LOG_LEVEL = (env_str("OMNIROUTE_LOG_LEVEL", "INFO") or "INFO").upper()
+OMNIROUTE_LOG_LEVEL = (env_str("OMNIROUTE_LOG_LEVEL", "INFO") or "INFO").strip().upper()
+if OMNIROUTE_LOG_LEVEL not in logging.getLevelNamesMapping():
+    raise ImproperlyConfigured(
+        "OMNIROUTE_LOG_LEVEL: expected DEBUG, INFO, WARNING, ERROR or CRITICAL, "
+        f"got {OMNIROUTE_LOG_LEVEL!r}"
+    )
 OMNIROUTE_LOG_RETENTION_DAYS = env_int("OMNIROUTE_LOG_RETENTION_DAYS", 30, minimum=1)
 OMNIROUTE_LOG_BUFFER_ROWS = env_int("OMNIROUTE_LOG_BUFFER_ROWS", 10_000, minimum=1)
 OMNIROUTE_LOG_FLUSH_MS = env_int("OMNIROUTE_LOG_FLUSH_MS", 1000, minimum=10)
@@ -202,6 +210,12 @@ OMNIROUTE_NODE = f"{socket.gethostname()}:{os.getpid()}"
 # ``combos`` app imports them in ``ready()``, so in every process, before any config
 # is validated; a module that cannot be imported stops start-up.
 OMNIROUTE_ROUTER_STRATEGY_MODULES = env_list("OMNIROUTE_ROUTER_STRATEGY_MODULES", [])
+# The Nadir router reads its key from the environment at call time (spec 04 §8), so a
+# key given as ``OMNIROUTE_NADIR_API_KEY_FILE`` (§1: any secret may be a file) is put
+# there, in this process only.
+_nadir_key = env_str("OMNIROUTE_NADIR_API_KEY")
+if _nadir_key and "OMNIROUTE_NADIR_API_KEY" not in os.environ:
+    os.environ["OMNIROUTE_NADIR_API_KEY"] = _nadir_key
 
 # Django security (spec 08 §5.5).
 SESSION_COOKIE_HTTPONLY = True
@@ -252,6 +266,9 @@ LOGGING = {
     },
     "root": {"handlers": ["stdout"], "level": OMNIROUTE_LOG_LEVEL},
     "loggers": {
+        # uvicorn's handlers are its own: its error log (tracebacks of the ASGI app)
+        # gets the filter on the logger, before the record reaches them.
+        "uvicorn.error": {"filters": ["redact"]},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
         "channels_redis": {"level": "WARNING"},

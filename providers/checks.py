@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
@@ -14,21 +15,7 @@ from gateway.engine.session import CREDENTIAL_HEADERS
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     problems: list[Any] = []
     production = settings.IS_PRODUCTION
-    if not settings.OMNIROUTE_ENCRYPTION_KEYS:
-        problems.append(
-            Error(
-                "No provider credential key: set OMNIROUTE_ENCRYPTION_KEY.",
-                id="omniroute.E002" if production else "providers.E001",
-            )
-        )
-    elif settings.OMNIROUTE_ENCRYPTION_KEY_DERIVED:
-        problems.append(
-            Warning(
-                "OMNIROUTE_ENCRYPTION_KEY is derived from DJANGO_SECRET_KEY: changing "
-                "the secret key makes stored provider secrets unreadable.",
-                id="omniroute.W001",
-            )
-        )
+    problems += _encryption_key_problems(production)
     engine = str(settings.DATABASES["default"]["ENGINE"])
     if settings.DATABASES["default"].get("CONN_MAX_AGE", 0) != 0:
         problems.append(
@@ -51,15 +38,21 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             for name, ok in (
                 ("DJANGO_SECRET_KEY", settings.SECRET_KEY_FROM_ENV),
                 ("DATABASE_URL", bool(settings.DATABASE_URL)),
-                ("DJANGO_ALLOWED_HOSTS", bool(settings.ALLOWED_HOSTS)),
+                (
+                    "DJANGO_ALLOWED_HOSTS",
+                    settings.ALLOWED_HOSTS_FROM_ENV and bool(settings.ALLOWED_HOSTS),
+                ),
             )
             if not ok
         ]
-        if engine.endswith("sqlite3") or missing:
+        problems += [
+            Error(f"{name} is mandatory in production.", id="omniroute.E003")
+            for name in missing
+        ]
+        if engine.endswith("sqlite3") and "DATABASE_URL" not in missing:
             problems.append(
                 Error(
-                    "Production needs PostgreSQL and "
-                    + (", ".join(missing) or "its mandatory settings"),
+                    "Production needs PostgreSQL: DATABASE_URL names SQLite.",
                     id="omniroute.E003",
                 )
             )
@@ -70,3 +63,42 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             )
     return problems
+
+
+def _encryption_key_problems(production: bool) -> list[Any]:
+    keys = settings.OMNIROUTE_ENCRYPTION_KEYS
+    if not keys:
+        return [
+            Error(
+                "No provider credential key: set OMNIROUTE_ENCRYPTION_KEY.",
+                id="omniroute.E002" if production else "providers.E001",
+            )
+        ]
+    bad = [n for n, key in enumerate(keys, 1) if not _is_fernet_key(key)]
+    if bad:
+        # the position only: a key is never echoed
+        return [
+            Error(
+                f"OMNIROUTE_ENCRYPTION_KEY: key {n} of {len(keys)} is not a Fernet "
+                "key (32 url-safe base64-encoded bytes).",
+                id="omniroute.E002",
+            )
+            for n in bad
+        ]
+    if settings.OMNIROUTE_ENCRYPTION_KEY_DERIVED:
+        return [
+            Warning(
+                "OMNIROUTE_ENCRYPTION_KEY is derived from DJANGO_SECRET_KEY: changing "
+                "the secret key makes stored provider secrets unreadable.",
+                id="omniroute.W001",
+            )
+        ]
+    return []
+
+
+def _is_fernet_key(key: str) -> bool:
+    try:
+        Fernet(key.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        return False
+    return True

@@ -43,4 +43,7 @@ def decrypt(token: str) -> str:
 
 def rotate(token: str) -> str:
     """Re-encrypt ``token`` under the first key."""
-    return _current().rotate(token.encode("ascii")).decode("ascii")
+    try:
+        return _current().rotate(token.encode("ascii")).decode("ascii")
+    except (InvalidToken, ValueError) as exc:
+        raise SecretUnreadable("stored secret cannot be decrypted") from exc

@@ -22,9 +22,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"(?i)\b(x-api-key|api-key|authorization|proxy-authorization|cookie)"
-            r"(['\"]?\s*[:=]\s*['\"]?)(?:(?:basic|bearer|digest|token)\s+)?"
-            r"[^\s'\",}]+"
+            r"(?i)(x[-_]api[-_]key|api[-_]key|authorization|proxy[-_]authorization|cookie)"
+            r"(['\"]\s*[:=,]\s*b?['\"])[^'\"]*"
+        ),
+        r"\1\2***",
+    ),
+    (
+        re.compile(
+            r"(?i)(x[-_]api[-_]key|api[-_]key|authorization|proxy[-_]authorization|cookie)"
+            r"(['\"]?\s*[:=]\s*['\"]?)(?:(?:basic|bearer|digest|token|negotiate"
+            r"|ntlm|hoba|mutual|vapid|scram-sha-\d+|aws4-hmac-sha256)\s+)?"
+            r"[^\s'\",};]+(?:;\s*[^\s'\",};]+)*"
         ),
         r"\1\2***",
     ),

@@ -20,10 +20,18 @@ _PATTERNS = (
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"),
     re.compile(r"\bsk-(?:or-)?[A-Za-z0-9_-]{16,}"),
     re.compile(r"(?i)\b((?:api_)?key|(?:access_|refresh_)?token)=[^&\s\"']+"),
+    # a quoted header value, whole: {'Cookie': 'a=1; b=2'}, (b'x-api-key', b'...')
     re.compile(
-        r"(?i)(x-api-key|api-key|authorization|proxy-authorization|cookie)"
-        # the value, with its auth scheme when there is one ("Basic <credentials>")
-        r"(['\"]?\s*[:=]\s*['\"]?)(?:(?:basic|bearer|digest|token)\s+)?[^\s'\",}]+"
+        r"(?i)(x[-_]api[-_]key|api[-_]key|authorization|proxy[-_]authorization|cookie)"
+        r"(['\"]\s*[:=,]\s*b?['\"])[^'\"]*"
+    ),
+    re.compile(
+        r"(?i)(x[-_]api[-_]key|api[-_]key|authorization|proxy[-_]authorization|cookie)"
+        # the value, with its auth scheme when there is one ("Basic <credentials>"),
+        # and every further "; name=value" of a cookie list
+        r"(['\"]?\s*[:=]\s*['\"]?)(?:(?:basic|bearer|digest|token|negotiate|ntlm"
+        r"|hoba|mutual|vapid|scram-sha-\d+|aws4-hmac-sha256)\s+)?"
+        r"[^\s'\",};]+(?:;\s*[^\s'\",};]+)*"
     ),
 )
 #: line breaks and tabs become one space, so the words around them stay apart
@@ -69,7 +77,8 @@ def sanitize(message: object, *, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Applies ``sanitize`` to every log record's rendered message."""
+    """Applies ``sanitize`` to every log record's rendered message, and line by line
+    to its traceback and stack (spec 08 §5.4)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -78,4 +87,18 @@ class RedactingFilter(logging.Filter):
             return True
         record.msg = sanitize(message, limit=10_000)
         record.args = None
+        if record.exc_info and not record.exc_text:
+            # the formatter keeps a cached ``exc_text``: it never renders the raw one
+            record.exc_text = _by_line(_FORMATTER.formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = _by_line(record.exc_text)
+        if record.stack_info:
+            record.stack_info = _by_line(record.stack_info)
         return True
+
+
+_FORMATTER = logging.Formatter()
+
+
+def _by_line(text: str) -> str:
+    return "\n".join(sanitize(line, limit=10_000) for line in text.splitlines())
