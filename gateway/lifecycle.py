@@ -39,7 +39,7 @@ from gateway import drain
 from gateway.arena_cache import cache as arena_cache
 from gateway.state import tables
 from gateway.stats_cache import cache as stats_cache
-from providers.health import start_shared_state
+from providers.health import start_shared_state, stop_shared_state
 from providers.http import close_upstream_clients
 from providers.target_stats import stats as target_stats
 from telemetry import recorder, webhooks
@@ -48,9 +48,28 @@ logger = logging.getLogger(__name__)
 
 SignalHandler = Callable[[int, FrameType | None], Any]
 DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+OWN_CHECKS = ("omniroute.", "providers.")
+
+
+def refuse_on_failed_checks() -> None:
+    """Spec 08 §1: the system checks refuse to start a misconfigured gateway, under
+    uvicorn too (which never runs ``manage.py check``): an ``omniroute.``/
+    ``providers.`` error stops the startup, naming every failed check."""
+    from django.core import checks
+
+    errors = [
+        message
+        for message in checks.run_checks()
+        if message.is_serious() and (message.id or "").startswith(OWN_CHECKS)
+    ]
+    if errors:
+        raise RuntimeError(
+            "system checks failed: " + "; ".join(f"{m.id}: {m.msg}" for m in errors)
+        )
 
 
 async def startup() -> None:
+    await asyncio.to_thread(refuse_on_failed_checks)
     await tables.ensure()
     # Spec 08 §3.2: load the health mirror and follow Redis now (no-op without it).
     await asyncio.to_thread(start_shared_state)
@@ -83,6 +102,7 @@ async def shutdown() -> None:
     await asyncio.to_thread(recorder.recorder.shutdown)
     await asyncio.to_thread(webhooks.shutdown)
     await close_upstream_clients()
+    await asyncio.to_thread(stop_shared_state)  # spec 08 §4 step 7: Redis pools
     await asyncio.to_thread(close_database_pools)
 
 

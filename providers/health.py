@@ -341,6 +341,18 @@ def start_shared_state() -> None:
         start()
 
 
+def stop_shared_state() -> None:
+    """Close this process's Redis link (pub/sub thread and pool) at shutdown."""
+    from providers.redis_store import shared_link
+
+    try:
+        link = shared_link()
+    except Exception:  # noqa: BLE001 - settings not configured (pure tests)
+        return
+    if link is not None:
+        link.close()
+
+
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None

@@ -334,6 +334,7 @@ async def test_shutdown_drains_then_callbacks_then_flushes_then_closes(
     monkeypatch.setattr(
         lifecycle, "close_database_pools", lambda: order.append("close db")
     )
+    monkeypatch.setattr(lifecycle, "stop_shared_state", lambda: order.append("redis"))
     await lifecycle.shutdown()
     assert order == [
         "drain 7",
@@ -341,8 +342,31 @@ async def test_shutdown_drains_then_callbacks_then_flushes_then_closes(
         "flush log",
         "hooks",
         "close clients",
+        "redis",
         "close db",
     ]
+
+
+def test_startup_refuses_when_a_system_check_fails(monkeypatch):
+    from django.core import checks
+
+    def failing(**kwargs):
+        return [
+            checks.Error("OMNIROUTE_ENCRYPTION_KEY is mandatory.", id="omniroute.E003"),
+            checks.Warning("just a warning", id="omniroute.W001"),
+            checks.Error("someone else's", id="other.E001"),
+        ]
+
+    monkeypatch.setattr(checks, "run_checks", failing)
+    with pytest.raises(RuntimeError) as raised:
+        lifecycle.refuse_on_failed_checks()
+    assert str(raised.value) == (
+        "system checks failed: omniroute.E003: OMNIROUTE_ENCRYPTION_KEY is mandatory."
+    )
+
+
+def test_startup_passes_the_checks_of_this_configuration():
+    lifecycle.refuse_on_failed_checks()
 
 
 @pytest.fixture
