@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from gateway import auto as auto_glue
+from gateway import smart_routes
 from gateway.auto import auto_route
 from gateway.combo_plan import (
     ALWAYS_EXPAND,
@@ -527,7 +528,11 @@ def _slot_report(
 
 
 def _chain(
-    table: RoutingTable, key: KeyPolicy, request: ChatRequest, warnings: list[str]
+    table: RoutingTable,
+    key: KeyPolicy,
+    request: ChatRequest,
+    warnings: list[str],
+    report: dict[str, Any],
 ) -> list[Slot]:
     entries = tuple(
         EntrySpec(
@@ -538,6 +543,21 @@ def _chain(
         )
         for e in request.entries
     )
+    # spec 05 §2.1: a smart alias is replaced by its tier target before resolution
+    # (classified here without a session: no pin is read, written or counted)
+    entries, tier = smart_routes.apply(
+        table, entries, request.body, {}, None, key=key, observe=False
+    )
+    if tier is not None:
+        report["smart"] = {
+            "alias": tier.alias,
+            "tier": tier.tier,
+            "source": tier.source,
+            "score": tier.score,
+            "signals": list(tier.signals),
+            "target": tier.target,
+            "mode": tier.mode,
+        }
     return build_chain(
         table, key, entries, explicit=request.explicit_chain, warnings=warnings
     )
@@ -573,7 +593,7 @@ def explain(
         report["request"]["chain"] = [
             {"model": e.model, "param": e.param} for e in request.entries
         ]
-        chain = _chain(table, key, request, warnings)
+        chain = _chain(table, key, request, warnings, report)
     except (RequestError, ChainError) as exc:
         report["error"] = _refusal(exc)
         report["status"] = exc.status

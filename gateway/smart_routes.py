@@ -124,9 +124,11 @@ def apply(
     session_key: str | None,
     now: float | None = None,
     key: KeyPolicy | None = None,
+    observe: bool = True,
 ) -> tuple[tuple[EntrySpec, ...], TierOutcome | None]:
     """The entries with every alias replaced by its tier target, and the first
-    alias's outcome (None: no alias, or ``smart_routing_mode: off``)."""
+    alias's outcome (None: no alias, or ``smart_routing_mode: off``).
+    ``observe=False`` (explain route) writes no pin and counts no metric."""
     routes = table.smart_routes
     if not routes or not any(e.model in routes for e in entries):
         return entries, None
@@ -150,7 +152,8 @@ def apply(
             result.append(_substituted(entry, route.hard))
             continue
         decision, verdict = _decide(route, body, headers, session_key, verdict, now)
-        _store(session_key, route, decision.write_pin)
+        if observe:
+            _store(session_key, route, decision.write_pin)
         signals = tuple(verdict.signals) if verdict is not None else ()
         if decision.ignored_header:
             signals = (*signals, "header_ignored")
@@ -164,7 +167,8 @@ def apply(
             target=target,
             mode=mode,
         )
-        _observe(outcome, decision)
+        if observe:
+            _observe(outcome, decision)
         used = route.hard if mode == "observe" else target
         result.append(_substituted(entry, used))
         first = first or outcome

@@ -288,3 +288,62 @@ def test_explain_route_text_output_for_auto(table):
     out = run("auto/cheap")
     assert "auto: task default, weights cost-saver" in out
     assert "decided by rules" in out
+
+
+SMART = """
+smart_routes:
+  - alias: tiered
+    easy: pc/m3
+    hard: team
+"""
+
+
+def test_a_smart_alias_is_classified_and_replaced_without_side_effects(table):
+    from prometheus_client import REGISTRY
+
+    import_config(SMART)
+    smart_table = build_table()
+    counted = "omniroute_smartroute_requests_total"
+
+    def total() -> float:
+        return sum(
+            sample.value
+            for metric in REGISTRY.collect()
+            if metric.name == counted.removesuffix("_total")
+            for sample in metric.samples
+            if sample.name == counted
+        )
+
+    before = total()
+    easy = explain(smart_table, "tiered")
+    hard = explain(
+        smart_table,
+        None,
+        body=json.dumps(
+            {
+                "model": "tiered",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": "Fix this:\n```python\ndef f(x):\n    return x\n"
+                        "```\nThink step by step.",
+                    }
+                ],
+                "tools": [{"type": "function", "function": {"name": "ls"}}],
+            }
+        ).encode(),
+    )
+
+    assert (easy["smart"]["alias"], easy["smart"]["tier"]) == ("tiered", "easy")
+    assert easy["slots"][0]["route"] == "direct"
+    assert [t["target"] for t in easy["slots"][0]["targets"]][:1] == ["pc/m3@main"]
+    assert (hard["smart"]["tier"], hard["smart"]["score"]) == ("hard", 9)
+    assert hard["slots"][0]["route"] == "combo:team"
+    assert total() == before  # a dry run counts nothing
+
+
+def test_the_command_prints_the_smart_decision(table):
+    import_config(SMART)
+    text = run("tiered")
+    assert "smart alias tiered: easy (classifier, score 0" in text
+    assert "-> pc/m3  mode: enforce" in text

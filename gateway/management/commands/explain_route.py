@@ -77,6 +77,14 @@ def format_text(report: dict[str, Any]) -> str:
     chain = request.get("chain")
     if chain:
         lines.append("chain: " + " -> ".join(e["model"] for e in chain))
+    smart = report.get("smart")
+    if smart:
+        signals = ", ".join(smart["signals"]) or "none"
+        lines.append(
+            f"smart alias {smart['alias']}: {smart['tier']} ({smart['source']},"
+            f" score {smart['score']}, signals {signals}) -> {smart['target']}"
+            f"  mode: {smart['mode']}; no pin is read or written here"
+        )
     error = report["error"]
     if error is not None:
         param = f" (param: {error['param']})" if error["param"] else ""
