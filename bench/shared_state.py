@@ -32,6 +32,8 @@ from providers.pins import PinStore, RedisPinStore  # noqa: E402
 from providers.redis_store import RedisLink, RedisStore  # noqa: E402
 from providers.state_mirror import MirroredStore  # noqa: E402
 from providers.state_store import LocalStore  # noqa: E402
+from providers.target_stats import TargetStats  # noqa: E402
+from providers.target_stats_redis import SharedTargetStats  # noqa: E402
 
 CONN = "pa@main"
 HEALTH_KEYS = (f"breaker:{CONN}", f"cooldown:{CONN}", f"auth:{CONN}", f"lock:{CONN}:m1")
@@ -101,6 +103,52 @@ def _pin_cases(name: str, pins: PinStore) -> list[tuple[str, Callable[[], Any]]]
     ]
 
 
+def _plan_cases(
+    name: str, store: Any, target_stats: Any, pin_store: PinStore
+) -> list[tuple[str, Callable[[], Any]]]:
+    """A whole combo plan per request: every read batched (spec 08 §3.2)."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from gateway import combo_plan, combo_session
+    from providers import health
+    from tests.engine.conftest import build_table
+
+    table = build_table(
+        {"pa": ["m1"], "pb": ["m2"], "pc": ["m3"]},
+        combos={
+            "rr": {"targets": ["pa/m1", "pb/m2", "pc/m3"], "strategy": "round-robin"},
+            "least": {"targets": ["pa/m1", "pb/m2"], "strategy": "least-used"},
+            "outer": {"targets": ["combo:least", "pc/m3@main"]},
+        },
+    )
+    combos = {
+        key: dataclasses.replace(combo, config={"stickyRoundRobinLimit": 1})
+        for key, combo in table.combos.items()
+    }
+    table = dataclasses.replace(table, combos=MappingProxyType(combos))
+    plain = combo_plan.RequestFacts(r_in=10, max_out=None)
+    session = combo_plan.RequestFacts(r_in=10, max_out=None, session_key="S" * 32)
+
+    def plan(combo: str, facts: Any) -> Callable[[], Any]:
+        def run() -> Any:
+            health.board.store = store
+            combo_plan.stats = target_stats
+            combo_plan.pins = combo_session.pins = pin_store
+            return combo_plan.plan_combo(table, table.combos[combo], facts)
+
+        return run
+
+    return [
+        (
+            f"{name}: plan round-robin (record read + compare-and-set)",
+            plan("rr", plain),
+        ),
+        (f"{name}: plan round-robin with a session (+ pins)", plan("rr", session)),
+        (f"{name}: plan priority > least-used (records + stats)", plan("outer", plain)),
+    ]
+
+
 def _dead_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -108,6 +156,12 @@ def _dead_url() -> str:
 
 
 def main() -> int:
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_site.settings")
+    django.setup()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--runs", type=int, default=5000)
@@ -128,6 +182,13 @@ def main() -> int:
         *_board_cases("mirrored", MirroredStore(link)),
         *_pin_cases("local", PinStore()),
         *_pin_cases("redis", RedisPinStore(link)),
+        *_plan_cases("local", LocalStore(), TargetStats(), PinStore()),
+        *_plan_cases(
+            "redis",
+            MirroredStore(link),
+            SharedTargetStats(link),
+            RedisPinStore(link),
+        ),
     ]
     print("| operation | median µs | p95 µs |\n|---|---:|---:|")
     try:
