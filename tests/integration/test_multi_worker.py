@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -40,6 +41,8 @@ pytestmark = pytest.mark.integration
 
 REDIS_URL = "redis://127.0.0.1:6379/9"
 KEY_RPM = "sk-or-test-mw-rpm-ten-000000000000000000000000"
+KEY_TOGGLED = "sk-or-test-mw-toggled-00000000000000000000000"
+CONFIG_BOUND_SECONDS = 2.0  # spec 08 §3.4: a change reaches every worker within 2 s
 RPM = 10
 CONCURRENT = 30
 BREAKER_FAILURES = 5  # consecutive failures that open a breaker (spec 03 §8.1)
@@ -69,6 +72,8 @@ combos:
     strategy: least-used
     targets: [{{model: pa/m1}}, {{model: pb/m2}}]
 api_keys:
+  - name: toggled
+    key: {KEY_TOGGLED}
   - name: rpm-ten
     key: {KEY_RPM}
     rpm: {RPM}
@@ -223,3 +228,33 @@ def test_least_used_on_b_counts_a_call_in_flight_on_a(workers, upstream):
         ]
         assert slow.result().json()["omniroute"]["served_model"] == "pa/m1"
     assert served == ["pb/m2", "pb/m2"]
+
+
+def test_a_key_disabled_through_a_is_refused_by_b_within_two_seconds(workers, upstream):
+    a, b = workers
+    created = a.manage(
+        "createsuperuser", "--noinput", "--username", "mw-ops", "--email", "o@x.io"
+    )
+    assert created.returncode == 0, created.stderr
+    token = a.manage("create_admin_token", "mw-ops").stdout.strip()
+    admin = {"Authorization": f"Bearer {token}"}
+    assert _chat(b, key=KEY_TOGGLED, model="pb/m2").status_code == 200  # cached on B
+    keys = httpx.get(f"{a.url}/api/api-keys", headers=admin, timeout=10).json()
+    rows = keys["results"] if isinstance(keys, dict) else keys
+    key_id = next(row["id"] for row in rows if row["name"] == "toggled")
+
+    changed = httpx.patch(
+        f"{a.url}/api/api-keys/{key_id}",
+        headers=admin,
+        json={"active": False},
+        timeout=10,
+    )
+    assert changed.status_code == 200, changed.text
+    saved_at = time.monotonic()
+    while True:
+        response = _chat(b, key=KEY_TOGGLED, model="pb/m2")
+        if response.status_code == 401:
+            break
+        assert time.monotonic() - saved_at < CONFIG_BOUND_SECONDS + SLACK_SECONDS
+        time.sleep(0.05)
+    assert response.json()["error"]["code"] == "key_disabled"
