@@ -12,7 +12,7 @@ import orjson
 from gateway.engine.dialects import REGISTRY, UpstreamCall
 from gateway.proxy import OpenStream, open_stream
 
-IDLE_S = 0.3
+IDLE_S = 0.6  # generous: a loaded CI box may oversleep a 0.1 s pause
 
 
 def _chunk(text: str) -> bytes:
@@ -88,7 +88,7 @@ async def _chunks(stream: OpenStream) -> AsyncIterator[dict]:
 async def test_keep_alive_comments_keep_a_slow_stream_going():
     ping = b": keep-alive\n\n"
     parts: list[bytes | float] = [_chunk("a")]
-    parts += [0.1, ping] * 8  # 0.8 s without a token, never 0.3 s without a byte
+    parts += [0.1, ping] * 12  # 1.2 s without a token, never 0.6 s without a byte
     parts += [_chunk("b"), b"data: [DONE]\n\n"]
 
     texts, stream = await _texts(parts)
@@ -98,7 +98,7 @@ async def test_keep_alive_comments_keep_a_slow_stream_going():
 
 
 async def test_silence_longer_than_the_idle_bound_interrupts_the_stream():
-    texts, stream = await _texts([_chunk("a"), 0.8, _chunk("b")])
+    texts, stream = await _texts([_chunk("a"), 1.5, _chunk("b")])
 
     assert texts == ["a"]
     assert stream.interrupted is not None
