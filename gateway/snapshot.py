@@ -128,7 +128,10 @@ def _providers() -> dict[str, ProviderInfo]:
             if info.default_model and info.default_model not in catalog:
                 catalog[info.default_model] = fill_model_info(
                     ModelInfo(
-                        provider=slug, model_id=info.default_model, position=position
+                        provider=slug,
+                        model_id=info.default_model,
+                        position=position,
+                        catalog_row=False,
                     ),
                     index.match(slug, provider.kind, info.default_model),
                 )

@@ -222,7 +222,8 @@ def _model_targets(
             timeout_ms=timeout_ms,
         )
         for conn in provider.connections
-        if connection is None or conn.name == connection
+        if (connection is None or conn.name == connection)
+        and provider.serves(model, conn)
     ]
 
 

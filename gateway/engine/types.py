@@ -76,6 +76,9 @@ class ModelInfo:
     capabilities: frozenset[str] | None = None
     tier: str | None = None
     deprecated: bool = False  # catalog status (spec 06 §3.2): kept out of auto pools
+    #: False for a connection's ``default_model`` without a catalog row: served by
+    #: the connections naming it only (spec 04 §2.1)
+    catalog_row: bool = True
 
     @property
     def key(self) -> str:
@@ -106,6 +109,11 @@ class ProviderInfo:
     models: Mapping[str, ModelInfo] = field(default_factory=lambda: _EMPTY)
     #: lower-cased id -> exact ids (for the case-insensitive fallback)
     models_lower: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _EMPTY)
+
+    def serves(self, model: ModelInfo, connection: ConnectionInfo) -> bool:
+        """Whether ``connection`` serves ``model``: every catalog model, and a
+        ``default_model`` without a catalog row on the connections naming it."""
+        return model.catalog_row or connection.default_model == model.model_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -112,7 +112,7 @@ def _fleet(table: RoutingTable, via: str) -> list[Target]:
         for connection in provider.connections
         if usable(provider, connection)
         for model in provider.models.values()
-        if not model.deprecated
+        if not model.deprecated and provider.serves(model, connection)
     ]
     return sorted(found, key=_order_key)
 
@@ -139,6 +139,7 @@ def servable(table: RoutingTable, route: AutoRoute) -> list[Target]:
             for c in provider.connections
             if (declared.connection is None or c.name == declared.connection)
             and usable(provider, c)
+            and provider.serves(model, c)
         ]
         for target in sorted(group, key=_order_key):
             if target.key not in seen:
