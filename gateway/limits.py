@@ -288,7 +288,11 @@ def limiter() -> Limiter:
 
 
 def _release_abandoned(admission: asyncio.Future[Ticket | Refusal]) -> None:
-    if admission.cancelled() or admission.exception() is not None:
+    if admission.cancelled():
+        return
+    exc = admission.exception()
+    if exc is not None:  # nobody awaits it any more: say so rather than drop it
+        logger.error("abandoned admission failed", exc_info=exc)
         return
     verdict = admission.result()
     if isinstance(verdict, Ticket):

@@ -65,6 +65,11 @@ def window_start(now: float) -> int:
     return minute_of(now) - WINDOW_MINUTES + 1
 
 
+def of_connection(key: str, provider: str, connection: str) -> bool:
+    """Whether ``<provider>/<model>@<connection>`` is a target of the connection."""
+    return key.startswith(f"{provider}/") and key.endswith(f"@{connection}")
+
+
 class TargetStats:
     def __init__(self) -> None:
         self._targets: dict[str, _Target] = {}
@@ -113,7 +118,7 @@ class TargetStats:
         calls in flight stay counted, they are still running)."""
         with self._lock:
             for key, target in self._targets.items():
-                if key.startswith(f"{provider}/") and key.endswith(f"@{connection}"):
+                if of_connection(key, provider, connection):
                     target.minutes.clear()
 
     def stop(self, timeout_s: float = 5.0) -> None:

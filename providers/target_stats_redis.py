@@ -42,6 +42,7 @@ from providers.target_stats import (
     TargetSnapshot,
     TargetStats,
     minute_of,
+    of_connection,
     window_start,
 )
 
@@ -208,6 +209,11 @@ class SharedTargetStats(TargetStats):
         from providers.redis_store import glob_escape
 
         super().forget(provider, connection)
+        with self._lock:  # unsent counts too (a batch in flight may still land)
+            buckets = self._pending.buckets
+            for target, minute in list(buckets):
+                if of_connection(target, provider, connection):
+                    del buckets[(target, minute)]
         pattern = self.link.key(
             f"{KEY_PREFIX}{glob_escape(provider)}/*@{glob_escape(connection)}:*"
         )
