@@ -234,8 +234,11 @@ class AttemptLoop(Reporting):
                 continue  # a skip found at the call itself: skips never consult `on`
             if not should_continue(last.reason or "", self._options(slot, target).on):
                 return self._all_failed()
-            if position < len(planned) or index + 1 < len(self.chain):
-                # spec 06 §2: a move from a failed attempt to the next target
+            if self.calls < max_calls and (
+                position < len(planned) or index + 1 < len(self.chain)
+            ):
+                # spec 06 §2: a move from a failed attempt to the next target (none
+                # once the request's call budget is spent)
                 result = result_of(last.reason, last.detail)
                 metrics.bounded(metrics.FAILOVERS, result).inc()
         return None

@@ -223,7 +223,6 @@ class _Planner(SessionPlanning):
         self.prefetched: dict[str, Any] = {}
         self.prefetched_pins = {}
         self.prefetched_stats: dict[str, TargetSnapshot] = {}
-        #: capability misfits (§4.2) of the combo being planned, in declared order
 
     # ------------------------------------------------------------ batched reads
 
@@ -367,14 +366,9 @@ class _Planner(SessionPlanning):
         for group in groups:
             alive = []
             for target in group:
-                # adaptive keeps the request-shaped checks at dispatch: its
-                # all-cooling choice (spec 05 §3.1) reads the planner's skips as
-                # health skips
-                skip = (
-                    None
-                    if combo.strategy is Strategy.ADAPTIVE
-                    else self._misfit(target)
-                ) or self._check(target)
+                # a misfit is not eligible, for adaptive too (spec 05 §3.1): its
+                # all-cooling choice reads only the cooling skips
+                skip = self._misfit(target) or self._check(target)
                 if skip is None:
                     alive.append(target)
                 else:
@@ -604,8 +598,9 @@ class _Planner(SessionPlanning):
         chosen = [ordering]
 
         def step(current: Any) -> Any:
-            if current != read:
-                chosen[0] = order_on(current)
+            # every retry orders on the value it sees, the one read included (it
+            # may be back there after another worker's steps: A -> B -> A)
+            chosen[0] = ordering if current == read else order_on(current)
             after = chosen[0].state_before
             return current if after is None else after
 

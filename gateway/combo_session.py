@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from gateway.engine import adaptive
+from gateway.engine.failover import REQUEST_SKIPS
 from gateway.engine.strategies.base import Candidate
 from gateway.engine.types import ComboInfo, PlannedUnit, RoutingTable, Target
 from providers.health import board
@@ -40,6 +41,14 @@ PIN_CAPABLE = frozenset(
         "least-used",
     }
 )
+
+#: skip reasons of a cooling candidate (spec 05 §3.3: OPEN breaker, cooldown, auth
+#: disable, model lock); ``busy`` and the request-shaped misfits are not cooling
+COOLING = frozenset({"circuit_open", "cooldown", "auth_disabled", "model_locked"})
+#: skips of a pinned target that say nothing about it, only about this request: at
+#: ``max_concurrency``, or unfit for its size or capabilities (§1.4: only a cooldown
+#: or a broken target releases a pin)
+KEEPS_PIN = frozenset({"busy", *REQUEST_SKIPS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +212,7 @@ class SessionPlanning:
         cooling = [
             (target, skip)
             for target, skip in self.plan.skips[skips_before:]
-            if skip.reason != "busy"
+            if skip.reason in COOLING  # not busy, not a request-shaped misfit
         ]
         if not cooling:
             return []
@@ -284,7 +293,7 @@ class SessionPlanning:
         skipped = next(
             (skip for target, skip in self.plan.skips if target.key == pinned), None
         )
-        if skipped is not None and skipped.reason == "busy":
+        if skipped is not None and skipped.reason in KEEPS_PIN:
             self._affinity(combo, "bypassed")  # keep the pin; not for this request
             return scope, None
         pins.delete(session, scope)  # cooling, removed from the combo, or inactive

@@ -497,16 +497,13 @@ class Composite:
         )
 
     def _sum_totals(self) -> None:
-        """The request row carries the sum of every billable call of the slot."""
+        """The request row's cost is the sum of every billable call of the slot (its
+        tokens are already summed over every attempt that reported usage by
+        ``RunRecord.add_attempt``, spec 06 §1.1)."""
         rows = self.billed_rows
         if not rows:
             return
         rec = self.loop.rec
-        counted = [r for r in rows if r["prompt_tokens"] is not None]
-        if counted:
-            rec.prompt_tokens = sum(r["prompt_tokens"] or 0 for r in counted)
-            rec.completion_tokens = sum(r["completion_tokens"] or 0 for r in counted)
-            rec.cached_tokens = sum(r["cached_tokens"] or 0 for r in counted)
         costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
         rec.cost = sum(costs, Decimal(0)) if costs else None
 
