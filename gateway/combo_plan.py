@@ -297,7 +297,9 @@ class _Planner(SessionPlanning):
             return
         model = provider.models[model_id]
         for connection in provider.connections:
-            if pinned not in (None, connection.name):
+            if pinned not in (None, connection.name) or not provider.serves(
+                model, connection
+            ):
                 continue
             if expand or pinned is not None or strategy == "fill-first":
                 wanted.keys[quota_key(f"{provider.slug}@{connection.name}")] = None
@@ -350,7 +352,11 @@ class _Planner(SessionPlanning):
         model = provider.models.get(model_id) if provider is not None else None
         if provider is None or model is None:
             return []
-        conns = [c for c in provider.connections if pinned is None or c.name == pinned]
+        conns = [
+            c
+            for c in provider.connections
+            if (pinned is None or c.name == pinned) and provider.serves(model, c)
+        ]
         targets = [
             Target(
                 provider=provider,
@@ -444,7 +450,10 @@ class _Planner(SessionPlanning):
                 continue
             model = provider.models[model_id]
             for connection in provider.connections:
-                if declared.connection not in (None, connection.name):
+                if declared.connection not in (
+                    None,
+                    connection.name,
+                ) or not provider.serves(model, connection):
                     continue
                 probe = Target(provider=provider, model=model, connection=connection)
                 if self._check(probe) is None:

@@ -48,3 +48,20 @@ def test_a_direct_request_for_it_tries_that_connection_only():
         entry = EntrySpec(model=model, param="model")
         slot = Slot(entry=entry, resolved=resolve(table, model))
         assert [t.key for t in plan_targets(table, slot, [])] == expected
+
+
+def test_a_combo_target_expands_to_that_connection_only():
+    import dataclasses
+
+    from gateway.combo_plan import RequestFacts, plan_combo
+    from gateway.engine.types import ComboInfo, ComboTargetInfo, Strategy
+
+    combo = ComboInfo(
+        id=1,
+        name="c",
+        strategy=Strategy("priority"),
+        targets=(ComboTargetInfo(model="pa/foo"), ComboTargetInfo(model="pa/m1")),
+    )
+    table = dataclasses.replace(_table(), combos=MappingProxyType({"c": combo}))
+    plan = plan_combo(table, combo, RequestFacts(r_in=1, max_out=None), 1.0)
+    assert [t.key for t in plan.targets] == ["pa/foo@x", "pa/m1@x", "pa/m1@y"]
