@@ -6,10 +6,12 @@
 
 Keys, under the link's namespace (``omniroute:`` in production):
 
-* ``tstat:<target key>:if`` - in-flight calls, an integer; one script adds a
-  worker's net change, deletes the key when the sum would drop to 0 or below (a
-  decrement whose increment was lost never makes it negative) and sets the 10 min
-  safety TTL again (spec 03 §8.7);
+* ``tstat:<target key>:if`` - in-flight calls, a hash with one field per worker:
+  ``<worker token>`` -> ``"<count>|<unix ms>"``, the worker's own exact count when it
+  last changed (or was refreshed, every minute while calls run).  Readers add the
+  fields written in the last 10 minutes (spec 03 §8.7's safety bound), so a crashed
+  worker's calls stop counting 10 minutes later even while other workers keep the
+  target busy, and a lost write never drifts the sum: the next one replaces it;
 * ``tstat:<target key>:<epoch minute>`` - a hash with ``calls``, ``successes``,
   ``failures`` and ``latency_ms_sum`` (HINCRBY / HINCRBYFLOAT), kept 11 minutes.
 
@@ -19,20 +21,26 @@ add their deltas to a pending batch (coalesced per target and minute, at most
 ``target_stats`` fallback).  A daemon thread takes the whole batch whenever there is
 one and sends it as one non-transactional pipeline through ``link.call``: an error
 backs the link off like any Redis call, and the batch is dropped (never merged
-back: the state is soft, the in-flight TTL bounds a lost decrement).
+back: the state is soft; in-flight counts are absolute, so the next write repairs
+them).
 
-``snapshot_many`` is the shared view: one script reads every target's in-flight key
-and its last 10 minute hashes in one round trip, plus this worker's deltas not yet
+``snapshot_many`` is the shared view: one script reads every target's in-flight hash
+(the other workers' fresh fields) and its last 10 minute hashes in one round trip;
+this worker adds its own exact in-flight count and its bucket deltas not yet
 acknowledged by Redis (so a burst on one worker sees its own calls at once; for the
-instant between Redis applying a batch and the writer noting it, that batch counts
-twice, which errs towards spreading load).  While Redis is down or backed off it
-answers the local ``snapshot_many``.  ``snapshot`` stays the local view.
+instant between Redis applying a batch and the writer noting it, that batch's bucket
+counts count twice, which errs towards spreading load).  While Redis is down or
+backed off it answers the local ``snapshot_many``.  ``snapshot`` stays the local view.
+A crashed worker's field stays in the hash (ignored once 10 minutes old) until the key
+expires, 10 minutes after the target's last in-flight write.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,29 +63,36 @@ OP = "target_stats"  # omniroute_shared_state_fallbacks_total{op}
 KEY_PREFIX = "tstat:"
 Snapshots = dict[str, "TargetSnapshot"]
 IN_FLIGHT_TTL_MS = 10 * 60 * 1000  # spec 03 §8.7: 10 min safety TTL
+REFRESH_SECONDS = 60.0  # running calls' counts are written again this often
 BUCKET_TTL_MS = (WINDOW_MINUTES + 1) * 60 * 1000  # the window plus the current minute
 MAX_PENDING = 10_000  # targets plus (target, minute) buckets awaiting the writer
 STOP_TIMEOUT_SECONDS = 5.0
 _FIELDS = ("calls", "successes", "failures", "latency_ms_sum")
 
-#: KEYS: the in-flight key.  ARGV: this worker's net change, the TTL in ms.
-IN_FLIGHT_SCRIPT = """
-local n = redis.call('INCRBY', KEYS[1], ARGV[1])
-if n <= 0 then
-  redis.call('DEL', KEYS[1])
-  return 0
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return n
-"""
-#: KEYS: per target, its in-flight key then its ARGV[1] minute hashes.
+#: KEYS: per target, its in-flight hash then its ARGV[1] minute hashes.  ARGV[2]:
+#: the reader's token (its own field is skipped: it adds its exact count), ARGV[3]:
+#: the oldest fresh write (unix ms).
 #: -> per target: in_flight, calls, successes, failures, latency_ms_sum (a string:
 #: a Lua number in a reply is truncated to an integer)
 READ_SCRIPT = """
 local width = tonumber(ARGV[1]) + 1
+local oldest = tonumber(ARGV[3])
 local out = {}
 for i = 1, #KEYS, width do
-  local in_flight = tonumber(redis.call('GET', KEYS[i])) or 0
+  local in_flight = 0
+  local fields = redis.call('HGETALL', KEYS[i])
+  for f = 1, #fields, 2 do
+    if fields[f] ~= ARGV[2] then
+      local sep = string.find(fields[f + 1], '|', 1, true)
+      if sep then
+        local count = tonumber(string.sub(fields[f + 1], 1, sep - 1)) or 0
+        local at = tonumber(string.sub(fields[f + 1], sep + 1)) or 0
+        if at >= oldest and count > 0 then
+          in_flight = in_flight + count
+        end
+      end
+    end
+  end
   local calls, successes, failures, latency = 0, 0, 0, 0
   for j = i + 1, i + width - 1 do
     local f = redis.call('HMGET', KEYS[j], 'calls', 'successes', 'failures',
@@ -107,19 +122,19 @@ class _Bucket:
 
 @dataclass(slots=True)
 class _Batch:
-    """Deltas not yet in Redis: net in-flight change per target, bucket increments
-    per (target, minute)."""
+    """What is not yet in Redis: the targets whose in-flight count changed (with
+    the time of the change), bucket increments per (target, minute)."""
 
-    in_flight: dict[str, int] = field(default_factory=dict)
+    in_flight: dict[str, float] = field(default_factory=dict)
     buckets: dict[tuple[str, int], _Bucket] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.in_flight or self.buckets)
 
-    def add_in_flight(self, key: str, delta: int) -> bool:
+    def add_in_flight(self, key: str, now: float) -> bool:
         if key not in self.in_flight and len(self.in_flight) >= MAX_PENDING:
             return False
-        self.in_flight[key] = self.in_flight.get(key, 0) + delta
+        self.in_flight[key] = now
         return True
 
     def bucket(self, key: str, minute: int) -> _Bucket | None:
@@ -130,7 +145,7 @@ class _Batch:
             found = self.buckets[(key, minute)] = _Bucket()
         return found
 
-    def totals(self, key: str, oldest: int) -> tuple[int, int, int, int, float]:
+    def totals(self, key: str, oldest: int) -> tuple[int, int, int, float]:
         calls = successes = failures = 0
         latency = 0.0
         for (target, minute), b in self.buckets.items():
@@ -139,7 +154,7 @@ class _Batch:
                 successes += b.successes
                 failures += b.failures
                 latency += b.latency_ms_sum
-        return self.in_flight.get(key, 0), calls, successes, failures, latency
+        return calls, successes, failures, latency
 
 
 class SharedTargetStats(TargetStats):
@@ -155,6 +170,9 @@ class SharedTargetStats(TargetStats):
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._read = link.client.register_script(READ_SCRIPT)
+        #: this worker's field in every in-flight hash
+        self.token = secrets.token_hex(8)
+        self._refreshed_at = time.monotonic()
 
     # ------------------------------------------------------------- key layout
 
@@ -174,7 +192,7 @@ class SharedTargetStats(TargetStats):
             bucket = self._pending.bucket(key, minute_of(now))
             if bucket is not None:
                 bucket.calls += 1
-            kept = self._pending.add_in_flight(key, 1) and bucket is not None
+            kept = self._pending.add_in_flight(key, now) and bucket is not None
         self._queued(kept)
 
     def finished(
@@ -184,7 +202,7 @@ class SharedTargetStats(TargetStats):
         with self._lock:
             if self._stopping:
                 return
-            kept = self._pending.add_in_flight(key, -1)
+            kept = self._pending.add_in_flight(key, now)
             if success is not None:
                 bucket = self._pending.bucket(key, minute_of(now))
                 if bucket is None:
@@ -242,7 +260,7 @@ class SharedTargetStats(TargetStats):
         fulls = self._read_keys(wanted, now)
 
         def remote(client: Client) -> dict[str, TargetSnapshot]:
-            reply = self._read(keys=fulls, args=[WINDOW_MINUTES], client=client)
+            reply = self._read(keys=fulls, args=self._read_args(now), client=client)
             return self._with_unsent(wanted, reply, now)
 
         return self.link.call(
@@ -261,11 +279,15 @@ class SharedTargetStats(TargetStats):
         one more round trip."""
         wanted = list(dict.fromkeys(keys))
         fulls = self._read_keys(wanted, now)
-        pipe.eval(READ_SCRIPT, len(fulls), *fulls, WINDOW_MINUTES)
+        pipe.eval(READ_SCRIPT, len(fulls), *fulls, *self._read_args(now))
         return (
             lambda reply: self._with_unsent(wanted, reply, now),
             lambda: TargetStats.snapshot_many(self, wanted, now),
         )
+
+    def _read_args(self, now: float) -> list[Any]:
+        oldest_ms = int((now * 1000) - IN_FLIGHT_TTL_MS)
+        return [WINDOW_MINUTES, self.token, oldest_ms]
 
     def _read_keys(self, wanted: list[str], now: float) -> list[str]:
         current = minute_of(now)
@@ -285,17 +307,18 @@ class SharedTargetStats(TargetStats):
         with self._lock:
             for index, key in enumerate(wanted):
                 row = reply[index * 5 : index * 5 + 5]
-                totals = [int(row[0]), int(row[1]), int(row[2]), int(row[3])]
+                totals = [int(row[1]), int(row[2]), int(row[3])]
                 latency = float(row[4])
                 for batch in (self._pending, self._sending):
                     extra = batch.totals(key, oldest)
-                    totals = [a + b for a, b in zip(totals, extra[:4], strict=True)]
-                    latency += extra[4]
+                    totals = [a + b for a, b in zip(totals, extra[:3], strict=True)]
+                    latency += extra[3]
+                mine = self._targets.get(key)
                 found[key] = TargetSnapshot(
-                    in_flight=max(0, totals[0]),
-                    calls=totals[1],
-                    successes=totals[2],
-                    failures=totals[3],
+                    in_flight=max(0, int(row[0])) + (mine.in_flight if mine else 0),
+                    calls=totals[0],
+                    successes=totals[1],
+                    failures=totals[2],
                     success_latency_ms_sum=latency,
                 )
         return found
@@ -314,19 +337,36 @@ class SharedTargetStats(TargetStats):
 
     def _run(self) -> None:
         while not self._stopping:
-            self._wake.wait()
+            self._wake.wait(REFRESH_SECONDS)
             self._wake.clear()
+            self._refresh_running()
             self.send_pending()
         self.send_pending()  # what came in before ``stop()``; nothing comes after
+
+    def _refresh_running(self) -> None:
+        """Every ``REFRESH_SECONDS``: write the counts of calls still running again,
+        so a long call is not taken for a crashed worker's."""
+        if time.monotonic() - self._refreshed_at < REFRESH_SECONDS:
+            return
+        self._refreshed_at = time.monotonic()
+        now = time.time()
+        with self._lock:
+            for key, target in self._targets.items():
+                if target.in_flight > 0:
+                    self._pending.add_in_flight(key, now)
 
     def send_pending(self) -> None:
         """Send the pending batch now (the writer thread); never raises."""
         with self._lock:
             batch, self._pending = self._pending, _Batch()
             self._sending = batch
+            counts = {
+                key: target.in_flight if (target := self._targets.get(key)) else 0
+                for key in batch.in_flight
+            }
         try:
             if batch:
-                self.link.call(OP, lambda c: self._send(c, batch), lambda: None)
+                self.link.call(OP, lambda c: self._send(c, batch, counts), lambda: None)
         except Exception:
             # Not a Redis error (those fail over inside the call): a bug must not
             # end the writer, and the batch is dropped like any failed write.
@@ -337,17 +377,16 @@ class SharedTargetStats(TargetStats):
                 if not self._pending:
                     self._idle.notify_all()
 
-    def _send(self, client: Client, batch: _Batch) -> None:
+    def _send(self, client: Client, batch: _Batch, counts: dict[str, int]) -> None:
         with client.pipeline(transaction=False) as pipe:
-            for key, delta in batch.in_flight.items():
-                if delta:
-                    pipe.eval(
-                        IN_FLIGHT_SCRIPT,
-                        1,
-                        self.in_flight_key(key),
-                        delta,
-                        IN_FLIGHT_TTL_MS,
-                    )
+            for key, at in batch.in_flight.items():
+                full = self.in_flight_key(key)
+                count = counts.get(key, 0)
+                if count > 0:
+                    pipe.hset(full, self.token, f"{count}|{int(at * 1000)}")
+                    pipe.pexpire(full, IN_FLIGHT_TTL_MS)
+                else:
+                    pipe.hdel(full, self.token)
             for (key, minute), bucket in batch.buckets.items():
                 full = self.bucket_key(key, minute)
                 for name in _FIELDS[:3]:

@@ -65,17 +65,31 @@ def test_a_call_started_on_one_worker_is_in_flight_on_the_other(worker):
     assert two.snapshot(A, NOW).in_flight == 1  # ``snapshot`` stays this node's
 
 
-def test_finished_brings_in_flight_down_but_never_below_zero(worker):
+def test_each_worker_reports_its_own_count_never_below_zero(worker):
     one, two = worker(), worker()
     one.started(A, NOW)
-    assert one.flush()  # two writers' batches may reach Redis in either order
-    two.finished(A, NOW, success=None)  # counted by the other worker's start
-    assert shared(one, two).in_flight == 0
-
-    two.finished(A, NOW, success=None)  # its start was lost: no negative count
-    assert shared(one, two).in_flight == 0
     one.started(A, NOW)
-    assert shared(two, one).in_flight == 1
+    two.started(A, NOW)
+    assert shared(one, one, two).in_flight == 3
+
+    one.finished(A, NOW, success=None)
+    two.finished(A, NOW, success=None)
+    two.finished(A, NOW, success=None)  # one more than it started: stays at 0
+    assert shared(one, one, two).in_flight == 1
+    assert shared(two, one, two).in_flight == 1
+
+
+def test_a_crashed_workers_calls_stop_counting_after_ten_minutes(worker):
+    crashed, busy = worker(), worker()
+    crashed.started(A, NOW)
+    crashed.started(A, NOW)
+    assert crashed.flush()
+    crashed.stop()  # never finishes its calls
+    later = NOW + 9 * 60
+    busy.started(A, later)  # traffic on the target keeps the hash alive
+    assert busy.flush()
+    assert busy.snapshot_many([A], later)[A].in_flight == 3
+    assert busy.snapshot_many([A], NOW + 10 * 60 + 1)[A].in_flight == 1
 
 
 def test_minute_buckets_sum_over_ten_minutes_and_older_ones_drop(worker):
@@ -117,7 +131,8 @@ def test_keys_are_named_per_target_and_minute_with_their_ttls(worker, links):
     bucket = f"{links.namespace}tstat:{A}:{minute}"
     assert one.in_flight_key(A) == in_flight
     assert one.bucket_key(A, minute) == bucket
-    assert raw.get(in_flight) == b"1"
+    written_ms = int((NOW + 61) * 1000)
+    assert raw.hgetall(in_flight) == {one.token.encode(): f"1|{written_ms}".encode()}
     assert 590_000 < raw.pttl(in_flight) <= 600_000  # the 10 min safety TTL
     assert raw.hgetall(bucket) == {
         b"calls": b"1",
@@ -222,10 +237,10 @@ def test_the_writer_outlives_an_unexpected_error(worker, monkeypatch, caplog):
     send = one._send
     failures = iter([True])
 
-    def broken_once(client: Any, batch: Any) -> None:
+    def broken_once(client: Any, batch: Any, counts: Any) -> None:
         if next(failures, False):
             raise RuntimeError("boom")
-        send(client, batch)
+        send(client, batch, counts)
 
     monkeypatch.setattr(one, "_send", broken_once)
     with caplog.at_level(logging.ERROR, logger="providers.target_stats_redis"):
@@ -237,7 +252,7 @@ def test_the_writer_outlives_an_unexpected_error(worker, monkeypatch, caplog):
     assert "writing to Redis failed" in caplog.text
     assert one._thread is not None
     assert one._thread.is_alive()
-    found = one.snapshot_many([A, B], NOW)
+    found = worker().snapshot_many([A, B], NOW)  # what the other workers see
     assert (found[A].in_flight, found[B].in_flight) == (0, 1)
 
 
