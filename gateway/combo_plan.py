@@ -540,14 +540,14 @@ class _Planner(SessionPlanning):
         if ordering.on_success is not None and state_key is not None:
             for candidate in ordering.order:
                 for target in by_key[candidate.key]:
-                    if target is honored:
+                    if honored is not None and any(target is h for h in honored):
                         continue  # an honoured pin moves no shared sticky state
                     self._remember(
                         target, state_key, candidate.key, ordering.on_success
                     )
         if name == "context-relay" and state_key is not None and self.facts.session_key:
             self._relay(combo, state_key, survivors, result)
-        return self._pinned_first(result, scope, honored)
+        return self._pinned_first(result, scope, honored, survivors)
 
     def _expand(
         self,

@@ -115,10 +115,10 @@ class SessionPlanning:
         order drawn now (each later pick over the remaining candidates)."""
         scope, honored = self._target_pin(combo, "adaptive", survivors)
         if scope is not None:
+            owners = _owners(survivors)
             for _, units in survivors:
                 for unit in units:
-                    if isinstance(unit, Target):
-                        self._pin_on_success(unit, scope)
+                    self._pin_on_success(unit, scope, owners[id(unit)])
         tuning = adaptive_tuning(self.table, combo)
         warming = (
             combo.config.get("sessionAffinity", True) is False
@@ -134,7 +134,7 @@ class SessionPlanning:
         pool = [
             (c, u)
             for c, u in survivors
-            if honored is None or any(x is not honored for x in u)
+            if honored is None or any(not _among(x, honored) for x in u)
         ]
         observed = adaptive.observe(
             [self._adaptive_candidate(c) for c, _ in pool], latency, self.now
@@ -150,14 +150,19 @@ class SessionPlanning:
             warm_weight=tuning.warm_weight,
             rng=_rng,
         )
-        result: list[PlannedUnit] = [honored] if honored is not None else []
+        result: list[PlannedUnit] = list(honored) if honored is not None else []
         if honored is not None:
+            pinned = _owners(survivors)[id(honored[0])]
             metrics.bounded(
-                metrics.ROUTING_SELECTIONS, combo.name, honored.key, "session_pin"
+                metrics.ROUTING_SELECTIONS, combo.name, pinned, "session_pin"
             ).inc()
         failovers: list[str] = []  # picks of the repeated selection (§3.5 step 4)
         for picked, reason in order:
-            units = [u for u in by_key[picked.key] if u is not honored]
+            units = [
+                u
+                for u in by_key[picked.key]
+                if honored is None or not _among(u, honored)
+            ]
             if not result:
                 metrics.bounded(
                     metrics.ROUTING_SELECTIONS, combo.name, picked.key, reason
@@ -234,7 +239,7 @@ class SessionPlanning:
             metrics.ROUTING_SELECTIONS, combo.name, target.key, "all_cooling"
         ).inc()
         if scope is not None:
-            self._pin_on_success(target, scope)
+            self._pin_on_success(target, scope, target.key)
         if warming:
             self._remember_warm(combo, [(_cooling_candidate(target), [target])])
         return [target]
@@ -269,8 +274,9 @@ class SessionPlanning:
         combo: ComboInfo,
         name: str,
         survivors: list[tuple[Candidate, list[PlannedUnit]]],
-    ) -> tuple[str | None, Target | None]:
-        """Spec 05 §1.4: the pin scope, and the pinned target when it is honoured."""
+    ) -> tuple[str | None, list[PlannedUnit] | None]:
+        """Spec 05 §1.4: the pin scope, and the pinned target's units when it is
+        honoured: one target, or every unit of a nested combo (``combo:<name>``)."""
         session = self.facts.session_key
         if (
             session is None
@@ -284,12 +290,15 @@ class SessionPlanning:
         if pin is None:
             return scope, None
         pinned = pin.get("target")
-        for _, units in survivors:
+        for candidate, units in survivors:
+            if candidate.is_ref and candidate.key == pinned and units:
+                self._affinity(combo, "honored")  # the nested combo runs as a whole
+                return scope, list(units)
             for unit in units:
                 if isinstance(unit, Target) and unit.key == pinned:
                     self._affinity(combo, "honored")
                     self._release_on_failover(combo, unit, survivors)
-                    return scope, unit
+                    return scope, [unit]
         skipped = next(
             (skip for target, skip in self.plan.skips if target.key == pinned), None
         )
@@ -330,7 +339,9 @@ class SessionPlanning:
     def _affinity(combo: ComboInfo, outcome: str) -> None:
         metrics.bounded(metrics.ROUTING_SESSION_AFFINITY, combo.name, outcome).inc()
 
-    def _pin_on_success(self, target: Target, scope: str) -> None:
+    def _pin_on_success(self, unit: PlannedUnit, scope: str, pinned: str) -> None:
+        """When ``unit`` serves, pin ``pinned``: its own key, or ``combo:<name>`` for
+        a unit of a nested combo (spec 05: a nested-combo target is one candidate)."""
         session = self.facts.session_key
         assert session is not None
 
@@ -339,29 +350,47 @@ class SessionPlanning:
             old = pins.get(session, scope)
             pinned_at = (
                 old.get("pinned_at", now)
-                if old is not None and old.get("target") == target.key
+                if old is not None and old.get("target") == pinned
                 else now
             )
             pins.set(
                 session,
                 scope,
-                {"target": target.key, "pinned_at": pinned_at, "last_served_at": now},
+                {"target": pinned, "pinned_at": pinned_at, "last_served_at": now},
                 pin_ttl_seconds(),
             )
 
-        self.plan.on_success.setdefault(target.key, []).append(write)
+        self.plan.on_success.setdefault(unit.key, []).append(write)
 
     def _pinned_first(
-        self, result: list[PlannedUnit], scope: str | None, honored: Target | None
+        self,
+        result: list[PlannedUnit],
+        scope: str | None,
+        honored: list[PlannedUnit] | None,
+        survivors: list[tuple[Candidate, list[PlannedUnit]]],
     ) -> list[PlannedUnit]:
         """An honoured pin goes first; a success anywhere in the combo (re)pins."""
         if honored is not None:
-            result = [honored, *(u for u in result if u is not honored)]
+            result = [*honored, *(u for u in result if not _among(u, honored))]
         if scope is not None:
+            owners = _owners(survivors)
             for unit in result:
-                if isinstance(unit, Target):
-                    self._pin_on_success(unit, scope)
+                self._pin_on_success(unit, scope, owners.get(id(unit), unit.key))
         return result
+
+
+def _owners(survivors: list[tuple[Candidate, list[PlannedUnit]]]) -> dict[int, str]:
+    """Unit identity -> the key a pin names: ``combo:<name>`` for the units of a
+    nested combo, the unit's own key otherwise."""
+    return {
+        id(unit): candidate.key if candidate.is_ref else unit.key
+        for candidate, units in survivors
+        for unit in units
+    }
+
+
+def _among(unit: PlannedUnit, units: list[PlannedUnit]) -> bool:
+    return any(unit is other for other in units)
 
 
 def _declared_weight(combo: ComboInfo, target: Target) -> float:
