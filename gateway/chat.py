@@ -565,6 +565,8 @@ class AttemptLoop(Reporting):
         self.items.append(item)
         trigger = record_health(self.ctx.table, target, item, outcome)
         self.rec.add_attempt(target, item, started_wall, outcome, trigger=trigger)
+        for plan in self.plans:
+            plan.failed(target)  # e.g. a weighted sticky pin that failed is cleared
         if item.reason == "connection_error":
             self.failed_connections.add(conn_key(target))
         if item.reason == "context_length":

@@ -118,6 +118,8 @@ class ComboPlan:
     skips: list[tuple[Target, Skip]] = field(default_factory=list)
     #: target key -> callbacks to run when that target serves
     on_success: dict[str, list[Callable[[], None]]] = field(default_factory=dict)
+    #: target key -> callbacks to run when a call to that target fails
+    on_failure: dict[str, list[Callable[[], None]]] = field(default_factory=dict)
     #: context-relay combos of the plan (handoffs start after a success)
     relays: list[RelayPlan] = field(default_factory=list)
     #: target key -> handoff summary to add as a system message (§5.17)
@@ -127,6 +129,10 @@ class ComboPlan:
 
     def succeeded(self, target: PlannedUnit) -> None:
         for callback in self.on_success.get(target.key, ()):
+            callback()
+
+    def failed(self, target: PlannedUnit) -> None:
+        for callback in self.on_failure.get(target.key, ()):
             callback()
 
 
@@ -537,17 +543,36 @@ class _Planner(SessionPlanning):
         ):
             ordering = self._commit(state_key, state, ordering, order_on)
         result = self._expand(ordering.order, by_key, combo)
-        if ordering.on_success is not None and state_key is not None:
-            for candidate in ordering.order:
-                for target in by_key[candidate.key]:
-                    if honored is not None and any(target is h for h in honored):
-                        continue  # an honoured pin moves no shared sticky state
-                    self._remember(
-                        target, state_key, candidate.key, ordering.on_success
-                    )
+        if state_key is not None:
+            self._transitions(state_key, ordering, by_key, honored)
         if name == "context-relay" and state_key is not None and self.facts.session_key:
             self._relay(combo, state_key, survivors, result)
         return self._pinned_first(result, scope, honored, survivors)
+
+    def _transitions(
+        self,
+        state_key: str,
+        ordering: Ordering,
+        by_key: dict[str, list[PlannedUnit]],
+        honored: list[PlannedUnit] | None,
+    ) -> None:
+        """The strategy record's updates after a call: on a success (never for an
+        honoured pin, which moves no shared sticky state) and on a failure."""
+        for candidate in ordering.order:
+            for target in by_key[candidate.key]:
+                pinned = honored is not None and any(target is h for h in honored)
+                if ordering.on_success is not None and not pinned:
+                    self._remember(
+                        target, state_key, candidate.key, ordering.on_success
+                    )
+                if ordering.on_failure is not None:
+                    self._remember(
+                        target,
+                        state_key,
+                        candidate.key,
+                        ordering.on_failure,
+                        self.plan.on_failure,
+                    )
 
     def _expand(
         self,
@@ -631,17 +656,21 @@ class _Planner(SessionPlanning):
         target: PlannedUnit,
         state_key: str,
         candidate_key: str,
-        on_success: Callable[[Any, str], Any],
+        transition: Callable[[Any, str], Any],
+        hooks: dict[str, list[Callable[[], None]]] | None = None,
     ) -> None:
+        """Run ``transition(record, candidate key)`` on the strategy's record when
+        ``target`` serves (``hooks``: ``plan.on_success``) or fails."""
         session_scoped = self.facts.session_key is not None and state_key.endswith(
             f":{self.facts.session_key}"
         )
 
         def write() -> None:
             ttl = SESSION_STATE_TTL_SECONDS if session_scoped else STATE_TTL_SECONDS
-            board.store.update(state_key, lambda s: on_success(s, candidate_key), ttl)
+            board.store.update(state_key, lambda s: transition(s, candidate_key), ttl)
 
-        self.plan.on_success.setdefault(target.key, []).append(write)
+        found = self.plan.on_success if hooks is None else hooks
+        found.setdefault(target.key, []).append(write)
 
     def _connection_order(
         self, units: list[PlannedUnit], combo: ComboInfo

@@ -90,6 +90,8 @@ class Ordering:
     state_before: Any = None
     #: (state, served key) -> new state after a successful call; None = nothing to do
     on_success: Callable[[Any, str], Any] | None = None
+    #: (state, failed key) -> new state after a failed call; None = nothing to do
+    on_failure: Callable[[Any, str], Any] | None = None
 
 
 class Strategy(Protocol):

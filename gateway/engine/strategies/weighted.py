@@ -89,6 +89,12 @@ def _count_success(limit: int, state: Any, served: str) -> dict[str, Any]:
     return {"key": served, "count": count}
 
 
+def _clear_failed_pin(state: Any, failed: str) -> Any:
+    """Spec 03 §5.3: a failed pin is cleared (any other failure changes nothing)."""
+    pin = _read_pin(state)
+    return dict(NO_PIN) if pin is not None and pin[0] == failed else state
+
+
 class Weighted:
     name = "weighted"
 
@@ -115,6 +121,7 @@ class Weighted:
             order=first_then(pinned, by_weight),
             state_before=state_before,
             on_success=partial(_count_success, limit),
+            on_failure=_clear_failed_pin,
         )
 
 
