@@ -251,19 +251,25 @@ class HealthBoard:
     def _record_breaker(
         self, conn: str, outcome: BreakerOutcome, now: float, config: HealthConfig
     ) -> str | None:
-        opened = False
+        key = f"breaker:{conn}"
+        before = self.store.get(key) or Breaker()  # the mirror: no round trip
 
         def apply(state: Breaker | None) -> Breaker:
-            nonlocal opened
-            current = state or Breaker()
-            new = record_outcome(current, outcome, now, config.breaker)
-            opened = new.open_until is not None and new.open_until != current.open_until
-            return new
+            return record_outcome(state or Breaker(), outcome, now, config.breaker)
 
         # spec 08 §3.1: a breaker nobody touched for its longest open time + 1 h is
         # forgotten (it would read CLOSED with an empty window anyway)
         ttl = config.breaker.max_open_seconds + STATE_TTL_EXTRA_SECONDS
-        self.store.update(f"breaker:{conn}", apply, ttl)
+        # spec 03 §8.8: an outcome is written behind the response where the store
+        # can (the Redis mirror); a claim stays a synchronous update
+        behind = getattr(self.store, "update_behind", None)
+        update = behind if callable(behind) else self.store.update
+        after = update(key, apply, ttl)
+        opened = (
+            isinstance(after, Breaker)
+            and after.open_until is not None
+            and after.open_until != before.open_until
+        )
         return "server_error" if opened else None
 
     def _success(self, conn: str, config: HealthConfig) -> None:
@@ -350,6 +356,9 @@ def stop_shared_state() -> None:
     except Exception:  # noqa: BLE001 - settings not configured (pure tests)
         return
     if link is not None:
+        flush = getattr(board.store, "flush_behind", None)
+        if callable(flush):
+            flush()  # the last outcomes reach Redis before the link closes
         link.close()
 
 

@@ -32,8 +32,10 @@ lost.  Scripts name keys outside ``KEYS``: this needs a standalone Redis, not Cl
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -44,6 +46,8 @@ from providers.state_codec import decode, encode, revive
 from providers.state_store import UNREAD, LocalStore
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+MAX_BEHIND = 10_000  # queued outcomes; past it one stays in this worker's mirror
 MIRRORED_PREFIXES = ("breaker:", "cooldown:", "auth:", "lock:")
 RESYNC_SECONDS = 5.0  # spec 08 §3.2
 STATE_CHANNEL = "state"
@@ -149,6 +153,13 @@ class MirroredStore:
         self._epoch = ""
         self._token = secrets.token_hex(8)
         self._started = False
+        #: outcomes applied to the mirror, waiting for the writer thread
+        self._behind: deque[tuple[str, Callable[[Any], Any], float | None, Any]] = (
+            deque()
+        )
+        self._drained = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._writer: threading.Thread | None = None
 
     # ------------------------------------------------------------- reading
 
@@ -269,9 +280,14 @@ class MirroredStore:
         )
 
     def _compare_and_set(
-        self, client: Client, key: str, fn: Callable[[Any], Any], ttl_s: float | None
+        self,
+        client: Client,
+        key: str,
+        fn: Callable[[Any], Any],
+        ttl_s: float | None,
+        start: Any = UNREAD,
     ) -> Any:
-        current = self.mirror.get(key)
+        current = self.mirror.get(key) if start is UNREAD else start
         expected = b"" if current is None else encode(current)
         while True:
             value = fn(current)
@@ -284,6 +300,85 @@ class MirroredStore:
                 return value
             expected = reply[1] or b""  # another worker wrote: run fn on its value
             current = decode(reply[1])
+
+    # ------------------------------------------------------------- write-behind
+
+    def update_behind(
+        self, key: str, fn: Callable[[Any], Any], ttl_s: float | None
+    ) -> Any:
+        """``update`` for a call's outcome (spec 03 §8.8: writes after a call never
+        delay the response): ``fn`` runs on the mirror now and its value is
+        answered at once; a writer thread then applies the same ``fn`` to Redis by
+        compare-and-set (from the value it ran on, so one round trip unless another
+        worker wrote meanwhile) and the mirror takes Redis's result.  Not for a
+        claim, whose caller needs Redis's answer.  While Redis is backed off this is
+        ``update`` (local)."""
+        if not is_mirrored(key) or not self.link.is_up():
+            return self.update(key, fn, ttl_s)
+        if not self._started:
+            self.start()
+        with self._lock:
+            before = self.mirror.get(key)
+            value = fn(before)
+            if value is None or (ttl_s is not None and ttl_s <= 0):
+                self.mirror.delete(key)
+            else:
+                self.mirror.set(key, value, ttl_s)
+            if len(self._behind) >= MAX_BEHIND:
+                self.link.observer.fallback("update_behind")  # stays local
+                return value
+            self._behind.append((key, fn, ttl_s, before))
+            writer = self._writer
+        if writer is None or not writer.is_alive():
+            self._start_writer()
+        self._wake.set()
+        return value
+
+    def _start_writer(self) -> None:
+        with self._lock:
+            if self._writer is not None and self._writer.is_alive():
+                return
+            self._writer = threading.Thread(
+                target=self._write_behind, name="omniroute-health-writer", daemon=True
+            )
+            self._writer.start()
+
+    def _write_behind(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self.send_behind()
+
+    def send_behind(self) -> None:
+        """Apply the queued outcomes to Redis (the writer thread); never raises."""
+        while True:
+            with self._lock:
+                if not self._behind:
+                    self._drained.notify_all()
+                    return
+                key, fn, ttl_s, before = self._behind.popleft()
+            try:
+                self._send_one(key, fn, ttl_s, before)
+            except Exception:
+                logger.exception("health mirror: a queued write failed")
+
+    def _send_one(
+        self, key: str, fn: Callable[[Any], Any], ttl_s: float | None, before: Any
+    ) -> None:
+        def remote(client: Client) -> Any:
+            return self._compare_and_set(client, key, fn, ttl_s, before)
+
+        # a failure leaves the value in the mirror: this worker's local state meanwhile
+        self.link.call("update", remote, lambda: None)
+
+    def flush_behind(self, timeout_s: float = 5.0) -> bool:
+        """Wait until the queued outcomes are in Redis (shutdown, tests)."""
+        self._wake.set()
+        if self._writer is None or not self._writer.is_alive():
+            self.send_behind()
+            return True
+        with self._drained:
+            return self._drained.wait_for(lambda: not self._behind, timeout_s)
 
     def _script(
         self, key: str, encoded: bytes | None, ttl_s: float | None

@@ -157,6 +157,7 @@ def test_while_redis_is_down_health_is_kept_locally_then_redis_state_wins(links,
     proxy.down()
     fail(a, ("server_error", None), times=5)
     assert skip(a) == "circuit_open"  # fail open: this worker still protects itself
+    assert mirror_of(a).flush_behind()  # outcomes are written behind the response
     assert observer.fallbacks.count("update") == 5  # (a resync may fail as well)
     assert observer.up[-1] is False
     time.sleep(0.2)
@@ -240,3 +241,29 @@ def test_start_up_without_redis_does_nothing(monkeypatch):
 
     monkeypatch.setattr(health.board, "store", LocalStore())
     health.start_shared_state()
+
+
+def test_an_outcome_is_answered_from_the_mirror_and_written_behind(links):
+    a, b = mirror_of(board(links)), mirror_of(board(links))
+
+    assert a.update_behind("breaker:wb", lambda s: (s or 0) + 1, None) == 1
+    assert a.get("breaker:wb") == 1  # at once, before any round trip
+    assert a.flush_behind()
+    eventually(lambda: b.get("breaker:wb") == 1)
+
+    b.update("breaker:wb", lambda s: s + 10, None)  # another worker's write ...
+    a.update_behind("breaker:wb", lambda s: (s or 0) + 1, None)  # ... not seen yet
+    assert a.flush_behind()
+    # the queued outcome ran again on Redis's value: nothing lost, nothing doubled
+    eventually(lambda: a.get("breaker:wb") == 12 and b.get("breaker:wb") == 12)
+
+
+def test_the_board_records_outcomes_behind_and_reports_the_opening(links):
+    a = board(links)
+    triggers = [
+        a.record(CONN, "m1", "server_error", None, now=1000.0 + i, config=CONFIG)
+        for i in range(5)
+    ]
+    assert triggers == [None, None, None, None, "server_error"]
+    assert mirror_of(a).flush_behind()
+    assert mirror_of(board(links)).get(f"breaker:{CONN}").open_until is not None
