@@ -3,15 +3,15 @@ live in ``tests/integration/conftest.py``."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from tests.services import on_ci
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _ci_services_present() -> None:
     """With CI=true a missing PostgreSQL is a failure, not a skip (settings_test)."""
-    if os.environ.get("CI", "").lower() == "true":
+    if on_ci():
         from django.conf import settings
 
         assert "postgresql" in settings.DATABASES["default"]["ENGINE"]

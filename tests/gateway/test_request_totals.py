@@ -1,5 +1,6 @@
 """The request row's totals (spec 06 §1.1): tokens summed over every attempt that
-reported usage, cost summed over the billable attempts (what the key is charged)."""
+reported usage, cost summed over the billable attempts (what the key is charged),
+for a composite slot too (a failed panel member's and an earlier slot's tokens)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import uuid
 from decimal import Decimal
 from types import SimpleNamespace
 
+from gateway.composite import Composite
 from gateway.engine.failover import Item
 from gateway.engine.types import (
     ConnectionInfo,
@@ -82,3 +84,22 @@ def test_no_priced_billable_attempt_leaves_the_cost_null():
     )
     assert run.cost is None
     assert (run.prompt_tokens, run.completion_tokens) == (10, 10)
+
+
+def test_settling_a_fusion_keeps_the_tokens_of_every_reporting_attempt():
+    run = _run()
+    panel, judge = _target("pa", "m1"), _target("pb", "m2")
+    # a panel member that answered unusably (usage reported, not billed)
+    run.add_attempt(panel, _item("pa/m1", "failed"), 1.0, _usage(100, 5))
+    billed = []
+    for target, usage in ((panel, _usage(100, 50)), (judge, _usage(300, 20))):
+        run.add_attempt(
+            target, _item(target.model_key, "served"), 2.0, usage, billable=True
+        )
+        billed.append(run.attempts[-1])
+    composite = SimpleNamespace(billed_rows=billed, loop=SimpleNamespace(rec=run))
+
+    Composite._sum_totals(composite)  # type: ignore[arg-type]
+
+    assert (run.prompt_tokens, run.completion_tokens) == (500, 75)
+    assert run.cost == Decimal("0.00054")  # the billable calls only

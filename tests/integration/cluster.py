@@ -7,7 +7,6 @@ Redis or PostgreSQL on loopback the tests skip; under ``CI=true`` that is a fail
 
 from __future__ import annotations
 
-import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -15,9 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from tests.integration.conftest import Gateway, inherited_env
+from tests.services import unavailable
 
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 
@@ -39,10 +38,7 @@ def require_services() -> None:
     ]
     if not missing:
         return
-    message = f"{' and '.join(missing)} not reachable on 127.0.0.1"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    unavailable(f"{' and '.join(missing)} not reachable on 127.0.0.1")
 
 
 class PgGateway(Gateway):

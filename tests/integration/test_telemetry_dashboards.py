@@ -25,6 +25,8 @@ from playwright.sync_api import sync_playwright
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from tests.services import unavailable
+
 pytestmark = pytest.mark.integration
 Gateway = Any  # tests/integration/conftest.py
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -127,10 +129,7 @@ def test_socket_close_codes_reach_a_real_client(gateway: Gateway, path: str, cod
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        message = f"Chromium is missing at {CHROMIUM} (make test installs it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"Chromium is missing at {CHROMIUM} (make test installs it)")
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
