@@ -252,22 +252,34 @@ def plan(records: list[StatRecord]) -> StatPlan:
     )
     for pk, provider, model, connection, *values in rows:
         stored[(provider, model, connection)] = (pk, tuple(values))
-    created = updated = unchanged = 0
-    for record in records:
-        old = stored.pop(record.key, None)
-        if old is None:
-            created += 1
-        elif old[1] == tuple(getattr(record, name) for name in STAT_FIELDS):
-            unchanged += 1
-        else:
-            updated += 1
+    created, updated, unchanged, deleted = count_changes(records, stored, STAT_FIELDS)
     return StatPlan(
         records=records,
         created=created,
         updated=updated,
         unchanged=unchanged,
-        deleted=[pk for pk, _ in stored.values()],
+        deleted=deleted,
     )
+
+
+def count_changes(
+    records: Iterable[Any],
+    stored: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]],
+    value_fields: tuple[str, ...],
+) -> tuple[int, int, int, list[int]]:
+    """Records against the stored rows (``key -> (pk, values)``): how many are new,
+    changed and unchanged, and the primary keys of stored rows no record names."""
+    stored = dict(stored)
+    created = updated = unchanged = 0
+    for record in records:
+        old = stored.pop(record.key, None)
+        if old is None:
+            created += 1
+        elif old[1] == tuple(getattr(record, name) for name in value_fields):
+            unchanged += 1
+        else:
+            updated += 1
+    return created, updated, unchanged, [pk for pk, _ in stored.values()]
 
 
 def apply(stat_plan: StatPlan) -> None:

@@ -25,7 +25,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from telemetry.reliability import AttemptRow, Tally, percentile_or_none
+from telemetry.reliability import (
+    AttemptRow,
+    Tally,
+    count_changes,
+    percentile_or_none,
+)
 
 HOUR = timedelta(hours=1)
 REWRITTEN_HOURS = 3  # spec 06 §3.4: the current hour and the two previous ones
@@ -173,21 +178,13 @@ def plan(records: Sequence[UsageRecord], start: datetime, end: datetime) -> Usag
     for pk, *values in query.values_list("pk", *KEY_FIELDS, *VALUE_FIELDS):
         split = len(KEY_FIELDS)
         stored[tuple(values[:split])] = (pk, tuple(values[split:]))
-    created = updated = unchanged = 0
-    for record in records:
-        old = stored.pop(record.key, None)
-        if old is None:
-            created += 1
-        elif old[1] == tuple(getattr(record, name) for name in VALUE_FIELDS):
-            unchanged += 1
-        else:
-            updated += 1
+    created, updated, unchanged, deleted = count_changes(records, stored, VALUE_FIELDS)
     return UsagePlan(
         records=records,
         created=created,
         updated=updated,
         unchanged=unchanged,
-        deleted=[pk for pk, _ in stored.values()],
+        deleted=deleted,
     )
 
 
