@@ -22,7 +22,9 @@ WINDOW_MINUTES = 10  # spec 03 §8.7
 
 
 @dataclass(slots=True)
-class _Minute:
+class Minute:
+    """One minute of a target's calls (also a pending batch's bucket in Redis)."""
+
     minute: int
     calls: int = 0
     successes: int = 0
@@ -33,14 +35,12 @@ class _Minute:
 @dataclass(slots=True)
 class _Target:
     in_flight: int = 0
-    minutes: deque[_Minute] = field(
-        default_factory=lambda: deque(maxlen=WINDOW_MINUTES)
-    )
+    minutes: deque[Minute] = field(default_factory=lambda: deque(maxlen=WINDOW_MINUTES))
 
-    def bucket(self, now: float) -> _Minute:
+    def bucket(self, now: float) -> Minute:
         minute = minute_of(now)
         if not self.minutes or self.minutes[-1].minute != minute:
-            self.minutes.append(_Minute(minute))
+            self.minutes.append(Minute(minute))
         return self.minutes[-1]
 
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from providers.target_stats import (
     WINDOW_MINUTES,
+    Minute,
     TargetSnapshot,
     TargetStats,
     minute_of,
@@ -113,20 +114,12 @@ return out
 
 
 @dataclass(slots=True)
-class _Bucket:
-    calls: int = 0
-    successes: int = 0
-    failures: int = 0
-    latency_ms_sum: float = 0.0
-
-
-@dataclass(slots=True)
 class _Batch:
     """What is not yet in Redis: the targets whose in-flight count changed (with
     the time of the change), bucket increments per (target, minute)."""
 
     in_flight: dict[str, float] = field(default_factory=dict)
-    buckets: dict[tuple[str, int], _Bucket] = field(default_factory=dict)
+    buckets: dict[tuple[str, int], Minute] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.in_flight or self.buckets)
@@ -137,12 +130,12 @@ class _Batch:
         self.in_flight[key] = now
         return True
 
-    def bucket(self, key: str, minute: int) -> _Bucket | None:
+    def bucket(self, key: str, minute: int) -> Minute | None:
         found = self.buckets.get((key, minute))
         if found is None:
             if len(self.buckets) >= MAX_PENDING:
                 return None
-            found = self.buckets[(key, minute)] = _Bucket()
+            found = self.buckets[(key, minute)] = Minute(minute)
         return found
 
     def totals(self, key: str, oldest: int) -> tuple[int, int, int, float]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from gateway.engine.facts import cache_key, input_tokens, needs
@@ -430,32 +431,25 @@ async def decide(
     settings = env.table_settings
     decision = Decision(route=route, max_attempts=_max_attempts(route))
     needs_ = _needs(request.body)
-    filtered = apply_filters(
+    chain = partial(
+        apply_filters,
         table_pool,
         route=route,
         key=request.key,
         hide_paid=settings.hide_paid_models,
         needs=needs_,
-        excluded=None if request.describe else env.excluded,
         reachable=env.reachable,
         overrides_failed=env.overrides_failed,
+    )
+    filtered = chain(
+        excluded=None if request.describe else env.excluded,
         health_only=request.describe,
     )
     routed: Filtered | None = None
     if request.describe and (env.excluded or env.overrides_failed):
         # §10: F4 only flags, but whether routing would ignore the overrides (and
         # which candidates it would score) comes from the chain as routing runs it.
-        routed = apply_filters(
-            table_pool,
-            route=route,
-            key=request.key,
-            hide_paid=settings.hide_paid_models,
-            needs=needs_,
-            excluded=env.excluded,
-            reachable=env.reachable,
-            overrides_failed=env.overrides_failed,
-            health_only=True,
-        )
+        routed = chain(excluded=env.excluded, health_only=True)
         filtered.overrides_ignored = routed.overrides_ignored
     decision.filtered = filtered
     decision.task_type = task = _task(request)
