@@ -278,14 +278,9 @@ class SessionPlanning:
         """Spec 05 §1.4: the pin scope, and the pinned target's units when it is
         honoured: one target, or every unit of a nested combo (``combo:<name>``)."""
         session = self.facts.session_key
-        if (
-            session is None
-            or name not in PIN_CAPABLE
-            or combo.config.get("sessionAffinity", True) is False
-            or len(combo.targets) < 2  # noqa: PLR2004
-        ):
-            return None, None
         scope = f"combo:{combo.id}"
+        if session is None or scope not in self.pin_scopes(combo, name, session):
+            return None, None
         pin = self._pin(session, scope)
         if pin is None:
             return scope, None
