@@ -110,7 +110,7 @@ def _plan_cases(
     import dataclasses
     from types import MappingProxyType
 
-    from gateway import combo_plan, combo_session
+    from gateway import combo_plan, combo_reads, combo_session
     from providers import health
     from tests.engine.conftest import build_table
 
@@ -133,8 +133,8 @@ def _plan_cases(
     def plan(combo: str, facts: Any) -> Callable[[], Any]:
         def run() -> Any:
             health.board.store = store
-            combo_plan.stats = target_stats
-            combo_plan.pins = combo_session.pins = pin_store
+            combo_reads.stats = target_stats
+            combo_reads.pins = combo_session.pins = pin_store
             return combo_plan.plan_combo(table, table.combos[combo], facts)
 
         return run

@@ -11,14 +11,9 @@
 3. The combo's strategy (``gateway.engine.strategies``) orders the survivors; its
    state record is read from and written to the state store (atomically before
    dispatch, by compare-and-set on the value read, and again after a success for
-   the sticky strategies).
-
-Reads are batched (spec 08 §3.2): before ordering anything the planner walks the
-combo tree for every record it will read, and fetches them in at most two Redis
-round trips: session pins (one MGET, only with a session), then strategy records,
-quota readings and last-known-good records (MGET) pipelined with the shared target
-stats (only for ``p2c``, ``least-used`` and ``quota-weighted``).  Health state
-comes from the local mirror.
+   the sticky strategies).  Reads are batched (spec 08 §3.2, ``gateway.combo_reads``):
+   at most two Redis round trips before ordering anything; health state comes from
+   the local mirror.
 4. Candidates expand back into targets: an unpinned model tries its surviving
    connections by priority, then name (rendezvous order on the cache key for equal
    priorities when prompt-cache affinity is on, never for ``fill-first``); a ref's
@@ -34,6 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.combo_reads import (
+    COMPOSITE,
+    MAX_DEPTH,
+    BatchedReads,
+    expands,
+    strategy_record_key,
+)
 from gateway.combo_session import SessionPlanning
 from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
@@ -56,23 +58,8 @@ from gateway.engine.types import (
     Target,
 )
 from providers.health import Skip, board
-from providers.pins import pins
-from providers.target_stats import TargetSnapshot, stats
+from providers.target_stats import TargetSnapshot
 
-MAX_DEPTH = 3  # spec 03 §2.1
-COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})
-ALWAYS_EXPAND = frozenset(
-    {
-        "reset-aware",
-        "reset-window",
-        "headroom",
-        "quota-weighted",
-        "cache-optimized",
-        "adaptive",
-    }
-)
-#: strategies that read target stats (spec 03 §8.7)
-STATS_STRATEGIES = frozenset({"p2c", "least-used", "quota-weighted"})
 STATE_TTL_SECONDS = 24 * 3600
 SESSION_STATE_TTL_SECONDS = 30 * 60
 _rng = random.Random()
@@ -136,22 +123,6 @@ class ComboPlan:
             callback()
 
 
-def _state_key(strategy: str, combo: ComboInfo, facts: RequestFacts) -> str | None:
-    prefix = {
-        "round-robin": "rr",
-        "weighted": "wsticky",
-        "strict-random": "deck",
-        "reset-aware": "tie",
-        "reset-window": "tie",
-    }.get(strategy)
-    if prefix is not None:
-        return f"state:{prefix}:{combo.id}"
-    if strategy in ("quota-weighted", "context-relay") and facts.session_key:
-        name = "qpin" if strategy == "quota-weighted" else "relay"
-        return f"state:{name}:{combo.id}:{facts.session_key}"
-    return None
-
-
 _UNREAD = object()
 
 
@@ -199,28 +170,7 @@ def _target_quota(quotas: list[Quota]) -> Quota:
     return Quota(remaining=max(r for r in known if r is not None))
 
 
-def _expands(table: RoutingTable, combo: ComboInfo) -> bool:
-    """One candidate per connection (``connectionAwareExpansion``, §4.1)."""
-    return (
-        bool(
-            combo.config.get(
-                "connectionAwareExpansion", table.settings.connection_aware_expansion
-            )
-        )
-        or combo.strategy.value in ALWAYS_EXPAND
-    )
-
-
-@dataclass(slots=True)
-class _Wanted:
-    """What planning a combo tree will read from the shared state."""
-
-    keys: dict[str, None] = field(default_factory=dict)
-    pins: dict[tuple[str, str], None] = field(default_factory=dict)
-    stats: dict[str, None] = field(default_factory=dict)
-
-
-class _Planner(SessionPlanning):
+class _Planner(SessionPlanning, BatchedReads):
     def __init__(self, table: RoutingTable, facts: RequestFacts, now: float) -> None:
         self.table = table
         self.facts = facts
@@ -229,98 +179,6 @@ class _Planner(SessionPlanning):
         self.prefetched: dict[str, Any] = {}
         self.prefetched_pins = {}
         self.prefetched_stats: dict[str, TargetSnapshot] = {}
-
-    # ------------------------------------------------------------ batched reads
-
-    def prefetch(self, combo: ComboInfo) -> None:
-        wanted = _Wanted()
-        self._collect(combo, 1, wanted)
-        if wanted.pins:
-            refs = list(wanted.pins)
-            self.prefetched_pins = dict(zip(refs, pins.get_many(refs), strict=True))
-        keys, stat_keys = list(wanted.keys), list(wanted.stats)
-        store = board.store
-        along = getattr(store, "get_many_along", None)
-        queue = getattr(stats, "queue_snapshot", None)
-        if (
-            keys
-            and stat_keys
-            and along is not None
-            and queue is not None
-            and getattr(store, "link", None) is getattr(stats, "link", None)
-        ):  # both in one Redis: one pipeline, one round trip
-            values, self.prefetched_stats = along(
-                keys, lambda pipe: queue(pipe, stat_keys, self.now)
-            )
-        else:
-            values = store.get_many(keys) if keys else []
-            if stat_keys:
-                self.prefetched_stats = stats.snapshot_many(stat_keys, self.now)
-        self.prefetched = dict(zip(keys, values, strict=True))
-
-    def _collect(self, combo: ComboInfo, depth: int, wanted: _Wanted) -> None:
-        """Mirror of ``order``/``candidates``: the keys they will read."""
-        name = combo.strategy.value
-        session = self.facts.session_key
-        state_key = _state_key(name, combo, self.facts)
-        if state_key is not None:
-            wanted.keys[state_key] = None
-        if name == "lkgp":
-            wanted.keys[f"lkgp:{combo.id}"] = None
-            if session:
-                wanted.keys[f"lkgp:{combo.id}:{session}"] = None
-        if name == "context-relay" and session:
-            wanted.keys[f"relay-summary:{combo.id}:{session}"] = None
-        for scope in self.pin_scopes(combo, name, session):
-            wanted.pins[(session or "", scope)] = None
-        expand = _expands(self.table, combo)
-        for target in combo.targets:
-            if target.ref is None:
-                self._collect_model(
-                    target.model or "", target.connection, name, expand, wanted
-                )
-                continue
-            inner = self.table.combos.get(target.ref.lower())
-            if (
-                inner is not None
-                and inner.active
-                and depth < MAX_DEPTH
-                and inner.strategy not in COMPOSITE
-            ):
-                self._collect(inner, depth + 1, wanted)
-
-    def _collect_model(
-        self,
-        model_key: str,
-        pinned: str | None,
-        strategy: str,
-        expand: bool,
-        wanted: _Wanted,
-    ) -> None:
-        slug, _, model_id = model_key.partition("/")
-        provider = self.table.providers.get(slug.lower())
-        if provider is None or model_id not in provider.models:
-            return
-        model = provider.models[model_id]
-        for connection in provider.connections:
-            if pinned not in (None, connection.name) or not provider.serves(
-                model, connection
-            ):
-                continue
-            if expand or pinned is not None or strategy == "fill-first":
-                wanted.keys[quota_key(f"{provider.slug}@{connection.name}")] = None
-            if strategy in STATS_STRATEGIES:
-                wanted.stats[f"{model.key}@{connection.name}"] = None
-
-    def _read(self, key: str) -> Any:
-        """A record from the batch read before planning, else read now."""
-        if key in self.prefetched:
-            return self.prefetched[key]
-        return board.store.get(key)
-
-    def _snapshot(self, target_key: str) -> TargetSnapshot:
-        found = self.prefetched_stats.get(target_key)
-        return found if found is not None else stats.snapshot(target_key, self.now)
 
     def _misfit(self, target: Target) -> Skip | None:
         """The request-shaped filters of §4.2 (context window, capabilities)."""
@@ -469,7 +327,7 @@ class _Planner(SessionPlanning):
     def candidates(
         self, combo: ComboInfo, depth: int
     ) -> list[tuple[Candidate, list[PlannedUnit]]]:
-        expand = _expands(self.table, combo)
+        expand = expands(self.table, combo)
         found: list[tuple[Candidate, list[PlannedUnit]]] = []
         for index, target in enumerate(combo.targets):
             if target.ref is not None:
@@ -511,7 +369,7 @@ class _Planner(SessionPlanning):
         if not survivors:
             return []
         strategy = REGISTRY.get(name, REGISTRY["priority"])
-        state_key = _state_key(name, combo, self.facts)
+        state_key = strategy_record_key(name, combo, self.facts)
         state = self._read(state_key) if state_key else None
         if name == "lkgp":
             state = self._lkgp_state(combo)

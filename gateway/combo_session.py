@@ -75,6 +75,19 @@ def pin_ttl_seconds() -> float:
     return float(getattr(settings, "OMNIROUTE_SESSION_PIN_TTL_SECONDS", 3600))
 
 
+def pin_scopes(combo: ComboInfo, strategy: str, session: str | None) -> list[str]:
+    """The pin scopes planning this combo reads (``_target_pin``, ``_warm_key``)."""
+    if session is None:
+        return []
+    affinity = combo.config.get("sessionAffinity", True) is not False
+    scopes = []
+    if strategy in PIN_CAPABLE and affinity and len(combo.targets) >= 2:  # noqa: PLR2004
+        scopes.append(f"combo:{combo.id}")
+    if strategy == "adaptive" and not affinity:
+        scopes.append(f"warm:{combo.id}")
+    return scopes
+
+
 class SessionPlanning:
     """Target pins and ``adaptive`` for the combo planner."""
 
@@ -91,19 +104,6 @@ class SessionPlanning:
         if ref in self.prefetched_pins:
             return self.prefetched_pins[ref]
         return pins.get(session, scope)
-
-    @staticmethod
-    def pin_scopes(combo: ComboInfo, strategy: str, session: str | None) -> list[str]:
-        """The pin scopes planning this combo reads (``_target_pin``, ``_warm_key``)."""
-        if session is None:
-            return []
-        affinity = combo.config.get("sessionAffinity", True) is not False
-        scopes = []
-        if strategy in PIN_CAPABLE and affinity and len(combo.targets) >= 2:  # noqa: PLR2004
-            scopes.append(f"combo:{combo.id}")
-        if strategy == "adaptive" and not affinity:
-            scopes.append(f"warm:{combo.id}")
-        return scopes
 
     def _adaptive(
         self,
@@ -279,7 +279,7 @@ class SessionPlanning:
         honoured: one target, or every unit of a nested combo (``combo:<name>``)."""
         session = self.facts.session_key
         scope = f"combo:{combo.id}"
-        if session is None or scope not in self.pin_scopes(combo, name, session):
+        if session is None or scope not in pin_scopes(combo, name, session):
             return None, None
         pin = self._pin(session, scope)
         if pin is None:

@@ -38,13 +38,8 @@ import orjson
 from gateway import auto as auto_glue
 from gateway import smart_routes
 from gateway.auto import auto_route
-from gateway.combo_plan import (
-    ALWAYS_EXPAND,
-    MAX_DEPTH,
-    RequestFacts,
-    plan_combo,
-    request_facts,
-)
+from gateway.combo_plan import RequestFacts, plan_combo, request_facts
+from gateway.combo_reads import MAX_DEPTH, expands
 from gateway.engine.facts import needed_tokens, needs
 from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
 from gateway.engine.strategies import REGISTRY
@@ -321,14 +316,7 @@ def _groups(
     table: RoutingTable, combo: ComboInfo, targets: list[PlannedUnit]
 ) -> list[str]:
     """The strategy candidate each target came from (``combo_plan`` step 1)."""
-    expand = (
-        bool(
-            combo.config.get(
-                "connectionAwareExpansion", table.settings.connection_aware_expansion
-            )
-        )
-        or combo.strategy.value in ALWAYS_EXPAND
-    )
+    expand = expands(table, combo)
     pinned = {
         (t.model.lower(), t.connection)
         for t in combo.targets

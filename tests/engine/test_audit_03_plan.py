@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway import combo_plan
+from gateway import combo_plan, combo_reads
 from gateway.combo_plan import RequestFacts, plan_combo
 from gateway.engine.ratelimits import quota_key
 from gateway.engine.types import RoutingTable
@@ -28,7 +28,7 @@ def fresh_state(monkeypatch: pytest.MonkeyPatch) -> LocalStore:
     store = LocalStore()
     monkeypatch.setattr(board, "store", store)
     fresh = PinStore()
-    monkeypatch.setattr(combo_plan, "pins", fresh)
+    monkeypatch.setattr(combo_reads, "pins", fresh)
     monkeypatch.setattr(pins_module, "pins", fresh)
     from gateway import combo_session
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from gateway import combo_plan, combo_session
+from gateway import combo_plan, combo_reads, combo_session
 from gateway.combo_plan import RequestFacts, plan_combo
 from gateway.engine.adaptive import LatencyEstimator
 from gateway.engine.types import RoutingTable, Strategy, Target
@@ -36,7 +36,7 @@ def _table(targets: list[Any], name: str, **config: Any) -> RoutingTable:
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> PinStore:
     fresh = PinStore()
-    monkeypatch.setattr(combo_plan, "pins", fresh)
+    monkeypatch.setattr(combo_reads, "pins", fresh)
     monkeypatch.setattr(combo_session, "pins", fresh)
     monkeypatch.setattr(pins_module, "pins", fresh)
     monkeypatch.setattr(combo_session, "latency", LatencyEstimator())

@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 import pytest
 
-from gateway import combo_plan, combo_session
+from gateway import combo_reads, combo_session
 from gateway.combo_plan import RequestFacts, plan_combo
 from gateway.engine.breaker import HealthConfig
 from providers import pins as pins_module
@@ -26,7 +26,7 @@ SESSION = RequestFacts(r_in=10, max_out=None, session_key="S" * 32)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> PinStore:
     store = PinStore()
     monkeypatch.setattr(board, "store", LocalStore())
-    for module in (combo_plan, combo_session, pins_module):
+    for module in (combo_reads, combo_session, pins_module):
         monkeypatch.setattr(module, "pins", store)
     return store
 

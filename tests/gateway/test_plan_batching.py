@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway import combo_plan
+from gateway import combo_plan, combo_reads
 from gateway.combo_plan import RequestFacts, plan_combo
 from gateway.engine.types import ComboInfo, ComboTargetInfo, RoutingTable
 from providers import pins as pins_module
@@ -85,7 +85,7 @@ class CountingPins(PinStore):
 def counting(monkeypatch: pytest.MonkeyPatch) -> tuple[CountingStore, CountingPins]:
     store, pins = CountingStore(), CountingPins()
     monkeypatch.setattr(board, "store", store)
-    monkeypatch.setattr(combo_plan, "pins", pins)
+    monkeypatch.setattr(combo_reads, "pins", pins)
     monkeypatch.setattr(pins_module, "pins", pins)
     from gateway import combo_session
 
@@ -131,7 +131,7 @@ def test_the_rotation_still_advances_one_step_per_request(counting):
 def two_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
     links = Links(require_redis())
     stores = (MirroredStore(links()), MirroredStore(links()))
-    monkeypatch.setattr(combo_plan, "pins", PinStore())
+    monkeypatch.setattr(combo_reads, "pins", PinStore())
     yield stores
     links.close()
 
@@ -196,7 +196,7 @@ def test_records_and_shared_target_stats_come_in_one_pipeline(two_workers, monke
     one, two = two_workers
     one.start()
     mine, theirs = SharedTargetStats(one.link), SharedTargetStats(two.link)
-    monkeypatch.setattr(combo_plan, "stats", mine)
+    monkeypatch.setattr(combo_reads, "stats", mine)
     monkeypatch.setattr(board, "store", one)
     table = _table()
     table = dataclasses.replace(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway import combo_plan, combo_session
+from gateway import combo_plan, combo_reads, combo_session
 from gateway.combo_plan import plan_combo, request_facts
 from gateway.engine.adaptive import LatencyEstimator
 from gateway.engine.types import RoutingTable, Target
@@ -27,7 +27,7 @@ TOO_LARGE = {"messages": [{"role": "user", "content": "x" * 8000}]}
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = PinStore()
-    monkeypatch.setattr(combo_plan, "pins", fresh)
+    monkeypatch.setattr(combo_reads, "pins", fresh)
     monkeypatch.setattr(combo_session, "pins", fresh)
     monkeypatch.setattr(pins_module, "pins", fresh)
     monkeypatch.setattr(combo_session, "latency", LatencyEstimator())
