@@ -19,9 +19,8 @@ from typing import Any
 
 from gateway import auto as auto_glue
 from gateway import limits, proxy, relay, smart_routes
-from gateway.accounting import (
-    result_of,
-)
+from gateway.accounting import result_of
+from gateway.attempt_filters import pre_call_skip, skip_item
 from gateway.auto import Controls, auto_route, plan_auto, read_controls
 from gateway.chaos import run_chaos
 from gateway.chat_report import Reporting
@@ -65,7 +64,7 @@ from gateway.routing.pipeline import Decision
 from gateway.routing.pool import Refusal
 from gateway.sessions import request_session, session_key
 from gateway.streaming import StreamBody
-from providers.health import board
+from providers.health import Skip, board
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
@@ -367,26 +366,16 @@ class AttemptLoop(Reporting):
             )
         return options
 
-    def _too_small(self, target: Target) -> bool:
-        """Spec 03 §4.2: the model's known window is smaller than ``R``."""
-        window = target.model.context_window
-        if window is None:
-            return False
+    def _needed(self) -> int:
+        """``R`` of spec 03 §4.2, computed once per request when first asked."""
         if self.needed is None:
             self.needed = needed_tokens(self.request.body)
-        return window < self.needed
+        return self.needed
 
-    def _unmet(self, target: Target) -> str | None:
-        """The request field of the first capability the model is known to lack."""
-        capabilities = target.model.capabilities
-        if capabilities is None:
-            return None
+    def _needs(self) -> tuple[Need, ...]:
         if self.needs is None:
             self.needs = needs(self.request.body)
-        for need in self.needs:
-            if need.capability not in capabilities:
-                return need.param
-        return None
+        return self.needs
 
     def _skip(
         self,
@@ -397,41 +386,23 @@ class AttemptLoop(Reporting):
         unmet_param: str | None = None,
     ) -> None:
         self.items.append(
-            Item(
-                model=target.model_key,
-                slot=slot,
-                via=target.via,
-                status="skipped",
-                reason=reason,
-                calls=0,
-                connection=target.connection.name,
-                retry_after_s=retry_after_s,
-                unmet_param=unmet_param,
-            )
+            skip_item(target, slot, Skip(reason, retry_after_s, unmet_param))
         )
 
     def _skipped(self, target: Target, slot: int) -> bool:
-        connection = conn_key(target)
-        if target.key in self.attempted:
-            self._skip(target, slot, "already_attempted")
-        elif connection in self.failed_connections:
-            self._skip(target, slot, "connection_failed")
-        elif target.model_key in self.too_large or self._too_small(target):
-            self._skip(target, slot, "context_too_large")
-        elif (unmet := self._unmet(target)) is not None:
-            self._skip(target, slot, "capability_mismatch", unmet_param=unmet)
-        elif target.key in self.forced:
-            return False  # adaptive chose it although cooling (spec 05 §3.1)
-        else:
-            found = board.skip_reason(
-                connection,
-                target.model.model_id,
-                target.connection.max_concurrency,
-                time.time(),
-            )
-            if found is None:
-                return False
-            self._skip(target, slot, found.reason, found.retry_after_s)
+        found = pre_call_skip(
+            target,
+            repeat=target.key in self.attempted,
+            failed_connections=self.failed_connections,
+            too_large=self.too_large,
+            needed=self._needed,
+            wanted=self._needs,
+            now=time.time(),
+            forced=target.key in self.forced,
+        )
+        if found is None:
+            return False
+        self.items.append(skip_item(target, slot, found))
         return True
 
     async def _attempt(

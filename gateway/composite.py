@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway import proxy
 from gateway.accounting import result_of
+from gateway.attempt_filters import pre_call_skip, skip_item
 from gateway.combo_plan import RequestFacts, plan_combo, request_facts
 from gateway.composite_reply import json_reply, single_stream_reply, stream_reply
 from gateway.context import StreamReply
@@ -52,7 +53,7 @@ from gateway.health_glue import conn_key, record_health
 from gateway.responses import (
     JSONReply,
 )
-from providers.health import board
+from providers.health import Skip, board
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
@@ -211,56 +212,26 @@ class Composite:
         unmet_param: str | None = None,
     ) -> None:
         self.skips.append(
-            Item(
-                model=target.model_key,
-                slot=self.index,
-                via=target.via,
-                status="skipped",
-                reason=reason,
-                calls=0,
-                connection=target.connection.name,
-                retry_after_s=retry_after_s,
-                unmet_param=unmet_param,
-            )
+            skip_item(target, self.index, Skip(reason, retry_after_s, unmet_param))
         )
 
     def _skipped(
         self, target: Target, body: dict[str, Any], *, repeat_ok: bool = False
     ) -> bool:
         loop = self.loop
-        connection = conn_key(target)
-        window = target.model.context_window
-        if target.key in loop.attempted and not repeat_ok:
-            self._skip(target, "already_attempted")
-        elif connection in loop.failed_connections:
-            self._skip(target, "connection_failed")
-        elif target.model_key in loop.too_large or (
-            window is not None and window < needed_tokens(body)
-        ):
-            self._skip(target, "context_too_large")
-        elif (unmet := self._unmet(target, body)) is not None:
-            self._skip(target, "capability_mismatch", unmet_param=unmet)
-        else:
-            found = board.skip_reason(
-                connection,
-                target.model.model_id,
-                target.connection.max_concurrency,
-                time.time(),
-            )
-            if found is None:
-                return False
-            self._skip(target, found.reason, found.retry_after_s)
+        found = pre_call_skip(
+            target,
+            repeat=target.key in loop.attempted and not repeat_ok,
+            failed_connections=loop.failed_connections,
+            too_large=loop.too_large,
+            needed=lambda: needed_tokens(body),
+            wanted=lambda: needs(body),
+            now=time.time(),
+        )
+        if found is None:
+            return False
+        self.skips.append(skip_item(target, self.index, found))
         return True
-
-    @staticmethod
-    def _unmet(target: Target, body: dict[str, Any]) -> str | None:
-        capabilities = target.model.capabilities
-        if capabilities is None:
-            return None
-        for need in needs(body):
-            if need.capability not in capabilities:
-                return need.param
-        return None
 
     def _item(self, target: Target, **fields: Any) -> Item:
         return Item(

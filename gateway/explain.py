@@ -37,6 +37,7 @@ import orjson
 
 from gateway import auto as auto_glue
 from gateway import smart_routes
+from gateway.attempt_filters import pre_call_skip
 from gateway.auto import auto_route
 from gateway.combo_plan import RequestFacts, plan_combo, request_facts
 from gateway.combo_reads import MAX_DEPTH, expands
@@ -254,22 +255,26 @@ def _allow_list(key: KeyPolicy, slot: Slot) -> dict[str, Any]:
 def _dispatch_skip(run: _Run, target: Target) -> tuple[str, float | None, str] | None:
     """The attempt loop's checks before a call: (reason, retry after, detail)."""
     body = run.request.body
-    window = target.model.context_window
-    if target.key in run.kept:
-        return "already_attempted", None, "tried in an earlier slot"
-    if window is not None and window < needed_tokens(body):
-        return "context_too_large", None, f"window {window} < {needed_tokens(body)}"
-    if target.model.capabilities is not None:
-        for need in needs(body):
-            if need.capability not in target.model.capabilities:
-                return "capability_mismatch", None, f"lacks {need.capability}"
-    conn = f"{target.provider.slug}@{target.connection.name}"
-    found = board.skip_reason(
-        conn, target.model.model_id, target.connection.max_concurrency, run.now
+    found = pre_call_skip(
+        target,
+        repeat=target.key in run.kept,
+        failed_connections=(),
+        too_large=(),
+        needed=lambda: needed_tokens(body),
+        wanted=lambda: needs(body),
+        now=run.now,
     )
     if found is None:
         return None
-    return found.reason, found.retry_after_s, ""
+    detail = ""
+    if found.reason == "already_attempted":
+        detail = "tried in an earlier slot"
+    elif found.reason == "context_too_large":
+        detail = f"window {target.model.context_window} < {needed_tokens(body)}"
+    elif found.reason == "capability_mismatch":
+        lacking = [n.capability for n in needs(body) if n.param == found.unmet_param]
+        detail = f"lacks {lacking[0]}" if lacking else ""
+    return found.reason, found.retry_after_s, detail
 
 
 def _health(target: Target, now: float) -> dict[str, Any]:
