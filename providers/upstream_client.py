@@ -17,9 +17,9 @@ One request:
    framing is set here.  Head and a body up to 64 KiB go out in one write.
 3. The pool hands out the most recently idle connection of the origin (no syscall) or a
    new one; then the status line and headers are awaited.  Redirects are not followed.
-4. Stale keep-alive: if a *reused* connection closes or resets before the first response
-   byte, the request is sent once more on a *new* connection (as aiohttp does), never
-   otherwise.
+4. Stale keep-alive: an idle connection the server has closed is never taken from the
+   pool.  A request once sent is never sent again, even when the server closes or
+   resets without answering (spec 02 §5: no same-target retries).
 5. The body is read through ``aread()`` or ``aiter_raw()`` (de-chunked, never decoded).
    When it has been fully received the connection goes back to the pool if the response
    allows keep-alive; closing the response or its context manager before then, an
@@ -392,30 +392,21 @@ class UpstreamClient:
         head, wants_close = _request_head(method, target, content, context.headers)
         is_head = method == "HEAD"
         origin = target.origin
+        # An idle connection the server has closed is never taken (``take_idle``
+        # skips it); once the request is sent it is never sent again, even when the
+        # server closes without answering (spec 02 §5: no same-target retries).
         conn = pool.take_idle(origin)
         if conn is None:
             conn = await pool.acquire_new(origin)
-        while True:
-            is_reused = conn.exchanges > 0
-            try:
-                conn.send_request(
-                    head, content, is_head=is_head, wants_close=wants_close
-                )
-                while not conn.headers_ready():
-                    await conn.wait()
-            except UpstreamReadError:
-                pool.drop(conn)
-                if not (is_reused and conn.received == 0 and conn.is_lost):
-                    raise
-            except BaseException:
-                pool.drop(conn)
-                raise
-            else:
-                response = context.response = UpstreamResponse(conn, pool)
-                return response
-            # The server closed this kept-alive connection as it was being reused:
-            # the request was never answered, so it goes once more on a new one.
-            conn = await pool.acquire_new(origin)
+        try:
+            conn.send_request(head, content, is_head=is_head, wants_close=wants_close)
+            while not conn.headers_ready():
+                await conn.wait()
+        except BaseException:
+            pool.drop(conn)
+            raise
+        response = context.response = UpstreamResponse(conn, pool)
+        return response
 
     def _parse(self, url: str) -> _Target:
         try:
