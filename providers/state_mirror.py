@@ -15,7 +15,10 @@ to the ``RedisStore``.
   the current one and ``fn`` runs again on it.  One round trip while the mirror is
   current, so no update is lost and a breaker outcome costs one call, not three.
 * **Apply.** A value reaches the mirror only when its ``seq`` is above the key's last
-  one, so a late message never overwrites a newer value.
+  one, so a late message never overwrites a newer value.  While a key has outcomes
+  written behind (``update_behind``) that Redis has not confirmed, the mirror keeps
+  the worker's own optimistic value and Redis's newest value is held back until the
+  last of them is confirmed, so the worker never sees its own outcomes undone.
 * **Resync.** Every 5 s, and on every (re)subscription or recovery, one script returns
   the whole health state with the current ``seq`` S, atomically: keys last applied at
   or below S are replaced, and mirrored keys missing from Redis are dropped.
@@ -160,6 +163,10 @@ class MirroredStore:
         self._drained = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._writer: threading.Thread | None = None
+        #: key -> queued or in-flight write-behind outcomes not yet confirmed
+        self._unconfirmed: dict[str, int] = {}
+        #: key -> the newest (epoch, seq, value, ttl) Redis sent meanwhile
+        self._held: dict[str, tuple[str, int, Any, float | None]] = {}
 
     # ------------------------------------------------------------- reading
 
@@ -328,6 +335,7 @@ class MirroredStore:
                 self.link.observer.fallback("update_behind")  # stays local
                 return value
             self._behind.append((key, fn, ttl_s, before))
+            self._unconfirmed[key] = self._unconfirmed.get(key, 0) + 1
             writer = self._writer
         if writer is None or not writer.is_alive():
             self._start_writer()
@@ -365,11 +373,39 @@ class MirroredStore:
     def _send_one(
         self, key: str, fn: Callable[[Any], Any], ttl_s: float | None, before: Any
     ) -> None:
+        sent = False
+
         def remote(client: Client) -> Any:
-            return self._compare_and_set(client, key, fn, ttl_s, before)
+            nonlocal sent
+            value = self._compare_and_set(client, key, fn, ttl_s, before)
+            sent = True
+            return value
 
         # a failure leaves the value in the mirror: this worker's local state meanwhile
-        self.link.call("update", remote, lambda: None)
+        try:
+            self.link.call("update", remote, lambda: None)
+        finally:
+            self._confirmed(key, sent)
+
+    def _confirmed(self, key: str, sent: bool) -> None:
+        """One queued outcome of ``key`` is in Redis (or failed to get there).
+
+        Until the last one is, the mirror keeps this worker's optimistic value (every
+        queued outcome applied) and what Redis sends for the key is held back: the
+        newest of it then replaces the mirror, since Redis applied the same outcomes
+        by compare-and-set on top of other workers' writes.  After a failure the
+        local value stays, and the next resync settles the key.
+        """
+        with self._lock:
+            left = self._unconfirmed.get(key, 1) - 1
+            if left > 0:
+                self._unconfirmed[key] = left
+                return
+            self._unconfirmed.pop(key, None)
+            held = self._held.pop(key, None)
+            if held is not None and sent:
+                epoch, seq, value, ttl_s = held
+                self._store(key, value, ttl_s, epoch, seq)
 
     def flush_behind(self, timeout_s: float = 5.0) -> bool:
         """Wait until the queued outcomes are in Redis (shutdown, tests)."""
@@ -417,16 +453,33 @@ class MirroredStore:
         self, key: str, value: Any, ttl_s: float | None, epoch: str, seq: int
     ) -> None:
         with self._lock:
-            if epoch != self._epoch:
-                self._epoch = epoch
-                self._seqs.clear()  # Redis restarted or was flushed
-            if seq <= self._seqs.get(key, -1):
-                return
-            self._seqs[key] = seq
-            if value is None or (ttl_s is not None and ttl_s <= 0):
-                self.mirror.delete(key)
+            if self._unconfirmed.get(key):
+                self._hold(key, value, ttl_s, epoch, seq)
             else:
-                self.mirror.set(key, value, ttl_s)
+                self._store(key, value, ttl_s, epoch, seq)
+
+    def _hold(
+        self, key: str, value: Any, ttl_s: float | None, epoch: str, seq: int
+    ) -> None:
+        """Keep Redis's newest value of a key with unconfirmed outcomes (lock held)."""
+        held = self._held.get(key)
+        if held is None or held[0] != epoch or seq > held[1]:
+            self._held[key] = (epoch, seq, value, ttl_s)
+
+    def _store(
+        self, key: str, value: Any, ttl_s: float | None, epoch: str, seq: int
+    ) -> None:
+        """Put a value from Redis into the mirror if it is newer (lock held)."""
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._seqs.clear()  # Redis restarted or was flushed
+        if seq <= self._seqs.get(key, -1):
+            return
+        self._seqs[key] = seq
+        if value is None or (ttl_s is not None and ttl_s <= 0):
+            self.mirror.delete(key)
+        else:
+            self.mirror.set(key, value, ttl_s)
 
     def on_message(self, data: bytes) -> None:
         epoch, seq, body = data.split(b" ", 2)
@@ -461,12 +514,18 @@ class MirroredStore:
                 self._epoch = epoch
                 self._seqs.clear()
             for key, (value, ttl_s) in entries.items():
-                if self._seqs.get(key, -1) < seq:
+                if self._unconfirmed.get(key):
+                    self._hold(key, value, ttl_s, epoch, seq)
+                elif self._seqs.get(key, -1) < seq:
                     self._seqs[key] = seq
                     self.mirror.set(key, value, ttl_s)
             for prefix in MIRRORED_PREFIXES:
                 for key in self.mirror.keys(prefix):
-                    if key not in entries and self._seqs.get(key, -1) < seq:
+                    if key in entries:
+                        continue
+                    if self._unconfirmed.get(key):
+                        self._hold(key, None, None, epoch, seq)
+                    elif self._seqs.get(key, -1) < seq:
                         self.mirror.delete(key)
             stale = [k for k, s in self._seqs.items() if k not in entries and s < seq]
             for key in stale:

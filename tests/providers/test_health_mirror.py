@@ -267,3 +267,21 @@ def test_the_board_records_outcomes_behind_and_reports_the_opening(links):
     assert triggers == [None, None, None, None, "server_error"]
     assert mirror_of(a).flush_behind()
     assert mirror_of(board(links)).get(f"breaker:{CONN}").open_until is not None
+
+
+def test_redis_news_never_undoes_outcomes_still_written_behind(links, monkeypatch):
+    a, b = mirror_of(board(links)), mirror_of(board(links))
+    b.set("breaker:held", 10, None)
+    eventually(lambda: a.get("breaker:held") == 10)
+    monkeypatch.setattr(a, "_start_writer", lambda: None)  # outcomes stay queued
+
+    for _ in range(3):
+        a.update_behind("breaker:held", lambda s: (s or 0) + 1, None)
+    b.set("breaker:held", 100, None)  # another worker's write reaches a meanwhile
+    eventually(lambda: b.get("breaker:held") == 100)
+    time.sleep(0.3)  # the pub/sub message has had time to arrive
+    assert a.get("breaker:held") == 13  # a's own outcomes are not undone
+
+    assert a.flush_behind()  # each outcome is applied again on Redis's value
+    assert a.get("breaker:held") == 103
+    eventually(lambda: b.get("breaker:held") == 103)
