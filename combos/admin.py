@@ -342,7 +342,7 @@ class SmartRouteForm(forms.ModelForm):
         self.config_data = {k: cleaned.get(k) for k in self.Meta.fields}
         index = services.build_index()
         if self.instance.pk:
-            index.smart_aliases.discard(self.instance.alias)
+            index.drop_smart_route(self.instance.alias)
         check = services.Checker("")
         services.validate_smart_route(self.config_data, check, index)
         add_problems(self, check.problems)

@@ -237,7 +237,6 @@ class ProviderViewSet(ConfigViewSet):
 
     @transaction.atomic
     def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
-        data.pop("connections", None)
         clean = _checked(data, validate_provider)
         clash = Provider.objects.filter(slug__iexact=clean["slug"])
         if instance is not None:
@@ -264,6 +263,15 @@ class ProviderViewSet(ConfigViewSet):
             ProviderModel.objects.filter(provider=provider).exclude(
                 model_id__in=keep
             ).delete()
+        # nested connections (the YAML shape) are upserted by name; the others stay
+        for item in clean["connections"] if "connections" in data else ():
+            if item.get("api_key"):
+                _require_secrets_permission(self.request, "a connection's secret")
+            connection = Connection.objects.filter(
+                provider=provider, name=item["name"]
+            ).first() or Connection(provider=provider, name=item["name"])
+            provider_services.apply_connection_fields(connection, item)
+            provider_services.save_connection(connection)
         return services.SaveResult(provider)
 
     def remove(self, instance: Any) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.db import IntegrityError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from providers.validation import Problem
+
+logger = logging.getLogger("omniroute.api")
 
 _TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 
@@ -29,7 +33,26 @@ def problems_response(problems: list[Problem], status: int = 400) -> Response:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's answer with an ``error`` object; a write that still collides with a
+    stored row is a 409, anything unexpected a JSON 500 (never an HTML page)."""
     response = drf_handler(exc, context)
+    if response is None:
+        if isinstance(exc, IntegrityError):
+            return problems_response(
+                [Problem("", "conflicts with an existing row")], status=409
+            )
+        logger.error("unhandled error in the REST API", exc_info=exc)
+        return Response(
+            {
+                "error": {
+                    "message": "Internal server error",
+                    "type": "api_error",
+                    "code": "internal_error",
+                    "param": None,
+                }
+            },
+            status=500,
+        )
     if (
         response is not None
         and isinstance(response.data, dict)

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from combos import services
 from combos.combo_validation import reference_problem
+from combos.config_prune import prune_problems
 from combos.key_validation import (
     validate_mapping,
     validate_override,
@@ -158,7 +159,7 @@ def _index_for(
     if prune and "api_keys" in data:
         index.api_keys = set()
     if prune and "smart_routes" in data:
-        index.smart_aliases = set()
+        index.smart_aliases, index.smart_targets = set(), {}
     for provider in providers:
         slug = provider.get("slug")
         if not isinstance(slug, str):
@@ -221,11 +222,14 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
         for k in keys_raw
         if isinstance(k, dict) and isinstance(k.get("name"), str)
     }
-    index.smart_aliases |= {
+    file_aliases = {
         r["alias"]
         for r in _section(data, "smart_routes", top)
         if isinstance(r, dict) and isinstance(r.get("alias"), str)
     }
+    for alias in file_aliases:  # the file's version replaces the stored one
+        index.drop_smart_route(alias)
+    index.smart_aliases |= file_aliases
     if prune and "model_combo_mappings" in data:
         index.mapping_patterns = set()
     index.mapping_patterns |= {
@@ -233,6 +237,8 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
         for m in _section(data, "model_combo_mappings", top)
         if isinstance(m, dict) and isinstance(m.get("pattern"), str)
     }
+    if prune and not top.problems:
+        top.problems += prune_problems(data, index)
     plan.data = {
         "providers": providers,
         "combos": combos,

@@ -223,6 +223,8 @@ def validate_smart_route(
             check.error("alias", "must not contain whitespace")
         elif lowered == "auto" or lowered.startswith(("auto/", "combo/")):
             check.error("alias", "must not be auto, auto/… or combo/…")
+        elif (route_of := index.smart_targets.get(alias)) not in (None, alias):
+            check.error("alias", f"is a target of smart route '{route_of}'")
         elif lowered in index.combos:
             # Same text shape as COMBO_NAME_SHADOWS_MODEL; a combo has no provider.
             shadowed = index.combos[lowered][0]
@@ -240,7 +242,7 @@ def validate_smart_route(
             elif not index.resolves(target):
                 check.error(tier, f"unknown model or combo '{target}'")
         out[tier] = target
-    out["threshold"] = check.integer(data, "threshold", 1, 1000, default=4)
+    out["threshold"] = check.integer(data, "threshold", 1, MAX_INT_COLUMN, default=4)
     out["session_ttl_seconds"] = check.integer(
         data, "session_ttl_seconds", 60, 86_400, default=1800
     )

@@ -74,7 +74,11 @@ def build_index() -> ConfigIndex:
             combo.strategy,
             refs.get(combo.id, []),
         )
-    index.smart_aliases = set(SmartRoute.objects.values_list("alias", flat=True))
+    routes = SmartRoute.objects.values_list("alias", "easy", "hard")
+    index.smart_aliases = {alias for alias, _, _ in routes}
+    index.smart_targets = {
+        target: alias for alias, easy, hard in routes for target in (easy, hard)
+    }
     index.api_keys = set(ApiKey.objects.values_list("name", flat=True))
     index.mapping_patterns = set(
         ModelComboMapping.objects.values_list("pattern", flat=True)
@@ -342,9 +346,23 @@ def save_mapping(
     check = Checker("")
     clean = validate_mapping(data, check, build_index())
     _raise_if(check)
+    combo = Combo.objects.get(name=clean["combo"])
+    twin = ModelComboMapping.objects.filter(pattern=clean["pattern"], combo=combo)
+    if instance is not None:
+        twin = twin.exclude(pk=instance.pk)
+    if twin.exists():
+        raise ConfigInvalid(
+            [
+                Problem(
+                    "pattern",
+                    f"a mapping of '{clean['pattern']}' to combo '{combo.name}' "
+                    "already exists",
+                )
+            ]
+        )
     mapping = instance or ModelComboMapping()
     mapping.pattern = clean["pattern"]
-    mapping.combo = Combo.objects.get(name=clean["combo"])
+    mapping.combo = combo
     mapping.priority = clean["priority"]
     mapping.save()
     bump_config_revision()
@@ -358,8 +376,22 @@ def save_override(
     check = Checker("")
     clean = validate_override(data, check, build_index())
     _raise_if(check)
+    api_key = ApiKey.objects.get(name=clean["api_key"])
+    twin = CandidateOverride.objects.filter(api_key=api_key, channel=clean["channel"])
+    if instance is not None:
+        twin = twin.exclude(pk=instance.pk)
+    if twin.exists():
+        raise ConfigInvalid(
+            [
+                Problem(
+                    "channel",
+                    f"key '{api_key.name}' already has an override for channel "
+                    f"'{clean['channel']}'",
+                )
+            ]
+        )
     override = instance or CandidateOverride()
-    override.api_key = ApiKey.objects.get(name=clean["api_key"])
+    override.api_key = api_key
     override.channel = clean["channel"]
     override.exclude = clean["exclude"]
     override.save()
@@ -398,10 +430,15 @@ def save_smart_route(
 ) -> SaveResult:
     index = build_index()
     if instance is not None:
-        index.smart_aliases.discard(instance.alias)
+        index.drop_smart_route(instance.alias)
     check = Checker("")
     clean = validate_smart_route(data, check, index)
     _raise_if(check)
+    twin = SmartRoute.objects.filter(alias=clean["alias"])
+    if instance is not None:
+        twin = twin.exclude(pk=instance.pk)
+    if twin.exists():
+        raise ConfigInvalid([Problem("alias", "already exists")])
     route = instance or SmartRoute()
     for name in ("alias", "easy", "hard", "threshold", "session_ttl_seconds"):
         setattr(route, name, clean[name])

@@ -47,9 +47,20 @@ class ConfigIndex:
     #: lower-cased combo name -> (canonical name, strategy, referenced names (lower))
     combos: dict[str, tuple[str, str, list[str]]] = field(default_factory=dict)
     smart_aliases: set[str] = field(default_factory=set)
+    #: a stored smart route's ``easy``/``hard`` target -> that route's alias
+    smart_targets: dict[str, str] = field(default_factory=dict)
     api_keys: set[str] = field(default_factory=set)
     #: model-to-combo mapping globs (spec 03 §1.1 step 4)
     mapping_patterns: set[str] = field(default_factory=set)
+
+    def drop_smart_route(self, alias: str) -> None:
+        """Forget a stored smart route that is being replaced or edited."""
+        self.smart_aliases.discard(alias)
+        self.smart_targets = {
+            target: owner
+            for target, owner in self.smart_targets.items()
+            if owner != alias
+        }
 
     def model_exists(self, provider_model: str) -> bool:
         slug, sep, model = provider_model.partition("/")
