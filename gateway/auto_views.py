@@ -56,14 +56,15 @@ from gateway.state import tables
 from providers.health import board, connection_key
 
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9:_-]{1,64}$")
+#: spec 04 §1.2, in the table's order (§10 lists them first, in this order)
 VARIANT_IDS = (
     "auto",
+    "auto/lkgp",
     "auto/coding",
     "auto/fast",
     "auto/cheap",
     "auto/offline",
     "auto/smart",
-    "auto/lkgp",
     "auto/chaos",
 )
 LISTED_IDS = (

@@ -110,7 +110,7 @@ async def run_chaos(
                 return loop._settle(target, index, outcome, started)
     except asyncio.CancelledError:
         await _cancel(loop, pending, tasks, index)
-        loop.rec.client_closed(499)
+        loop.rec.client_closed(499, len(loop.chain) > 1)
         loop.ctx.record(loop.rec)
         raise
     return None

@@ -34,7 +34,7 @@ from gateway.context import (
 )
 from gateway.context import refusal as refusal_reply
 from gateway.dispatch import dispatch
-from gateway.engine.facts import Need, needed_tokens, needs
+from gateway.engine.facts import Need, cache_key, needed_tokens, needs
 from gateway.engine.failover import Item, should_continue
 from gateway.engine.plan import (
     ChainError,
@@ -69,6 +69,10 @@ from telemetry import metrics
 from telemetry.sanitize import sanitize
 
 logger = logging.getLogger("omniroute.gateway")
+
+#: auto refusals that mean "no call could be made", not a gateway refusal (spec 01
+#: "When nothing was served"): every candidate filtered out, or all too small
+NOTHING_TO_CALL = frozenset({"no_healthy_candidate", "context_length_exceeded"})
 
 
 async def handle_chat(
@@ -300,12 +304,13 @@ class AttemptLoop(Reporting):
             for target, reason, wait in filtered.unreachable:
                 self._skip(target, index, reason, wait)
             return []
-        if index + 1 < len(self.chain) and refusal.status == 503:  # noqa: PLR2004
-            return []
+        if refusal.code in NOTHING_TO_CALL and index + 1 < len(self.chain):
+            return []  # the next chain slot is tried (spec 02 §5)
         return self._refuse(refusal)
 
     def _refuse(self, refusal: Refusal) -> JSONReply:
-        """An auto filter failed closed: the request ends with its error."""
+        """An auto filter failed closed: the request ends with its error; an empty
+        pool (nothing to call) answers with the attempts so far (spec 01)."""
         exc = RequestError(
             refusal.status,
             refusal.code,
@@ -313,6 +318,8 @@ class AttemptLoop(Reporting):
             param=refusal.param,
             error_type=refusal.error_type,
         )
+        if refusal.code in NOTHING_TO_CALL:
+            return self.nothing_to_call(exc, refusal.retry_after_s)
         reply = self.refused(exc)
         if refusal.retry_after_s is not None:
             reply.headers.append(
@@ -326,7 +333,9 @@ class AttemptLoop(Reporting):
         """The slot's targets in order; a combo also lists its pre-filtered skips."""
         combo = slot.resolved.combo
         if combo is None:
-            return [*plan_targets(self.ctx.table, slot, warnings)]
+            affinity = self.ctx.table.settings.promptcache_affinity
+            key = cache_key(self.request.body) if affinity else None
+            return [*plan_targets(self.ctx.table, slot, warnings, key)]
         plan = plan_combo(
             self.ctx.table, combo, request_facts(self.request.body, self.session_key)
         )
@@ -396,7 +405,9 @@ class AttemptLoop(Reporting):
             failed_connections=self.failed_connections,
             too_large=self.too_large,
             needed=self._needed,
-            wanted=self._needs,
+            # an auto slot's pool passed the engine's capability filter, which
+            # fails open (spec 04 §2.3 F6): the upstream decides, not a skip here
+            wanted=self._needs if slot not in self.auto else lambda: (),
             now=time.time(),
             forced=target.key in self.forced,
         )
@@ -491,7 +502,7 @@ class AttemptLoop(Reporting):
         self.items.append(item)
         record_health(self.ctx.table, target, item, None)
         self.rec.add_attempt(target, item, started_wall, None, result="cancelled")
-        self.rec.client_closed(499)
+        self.rec.client_closed(499, len(self.chain) > 1)
         self.ctx.record(self.rec)
 
     def _settle(

@@ -26,6 +26,7 @@ from gateway.responses import (
 )
 from providers.health import board
 from telemetry import metrics
+from telemetry.sanitize import VETTED
 
 if TYPE_CHECKING:
     from gateway.context import ChatContext
@@ -81,7 +82,10 @@ class Reporting:
             "reason": reason,
             "http_status": last.http_status if last is not None else None,
         }
-        logger.info("model_failover %s", orjson.dumps(event).decode())
+        # the payload's ``api_key`` is the key's name (spec 02 §12), not a secret
+        logger.info(
+            "model_failover %s", orjson.dumps(event).decode(), extra={VETTED: True}
+        )
         self.rec.events.append(event)
 
     def refused(self, exc: RequestError) -> JSONReply:
@@ -115,8 +119,13 @@ class Reporting:
         decision = next(
             (d for d in self.auto.values() if d.route.via == target.via), None
         )
+        # the serving combo: the one whose plan the target came from, also when
+        # that is a combo-ref's (``via`` names it)
+        serving = self.ctx.table.combos.get(target.via.lower()) if target.via else None
         if decision is not None:
             strategy = decision.strategy
+        elif serving is not None:
+            strategy = serving.strategy.value
         elif served_slot is not None and served_slot.resolved.combo is not None:
             strategy = served_slot.resolved.combo.strategy.value
         data: dict[str, Any] = {
@@ -163,6 +172,37 @@ class Reporting:
         self.rec.succeed(target, 200, self.calls, len(self.chain) > 1)
         self.ctx.record(self.rec)
         return reply
+
+    def nothing_to_call(
+        self, exc: RequestError, retry_after_s: float | None
+    ) -> JSONReply:
+        """No call could be made in the last slot (an ``auto`` pool emptied by its
+        filters, every candidate too small): the error with ``error.attempts`` and
+        the ``X-OmniRoute-*`` headers, like any answer where nothing was served."""
+        metrics.bounded(metrics.REFUSALS, exc.code).inc()
+        self.rec.fail(
+            exc.status,
+            exc.code,
+            exc.message,
+            self.calls,
+            len(self.chain) > 1,
+            self.items,
+        )
+        self.ctx.record(self.rec)
+        return error_reply(
+            exc.status,
+            message=exc.message,
+            error_type=exc.error_type,
+            code=exc.code,
+            param=exc.param,
+            attempts=[i.report() for i in self.items],
+            retry_after_s=None
+            if retry_after_s is None
+            else max(1, round(retry_after_s)),
+            headers=omniroute_headers(
+                served_model=None, attempts=self.calls, route=self.route
+            ),
+        )
 
     def _all_failed(self) -> JSONReply:
         now = time.time()

@@ -38,8 +38,9 @@ from gateway.combo_reads import (
 )
 from gateway.combo_session import SessionPlanning
 from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
+from gateway.engine.plan import connection_order
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
-from gateway.engine.strategies import REGISTRY, rendezvous_order
+from gateway.engine.strategies import REGISTRY
 from gateway.engine.strategies.base import (
     Candidate,
     Ordering,
@@ -231,6 +232,9 @@ class _Planner(SessionPlanning, BatchedReads):
             )
             for c in conns
         ]
+        if expand and combo.strategy is not Strategy.FILL_FIRST:
+            # one candidate per connection, in connection order (§4.1)
+            targets = connection_order(targets, self._affinity_key())
         groups = [[t] for t in targets] if (expand or pinned) else [targets]
         result: list[tuple[Candidate, list[PlannedUnit]]] = []
         for group in groups:
@@ -550,13 +554,13 @@ class _Planner(SessionPlanning, BatchedReads):
                 *(t for t, spent in zip(ordered, drained, strict=True) if not spent),
                 *(t for t, spent in zip(ordered, drained, strict=True) if spent),
             ]
-        key = self.facts.cache_key
-        if key is None or not self.table.settings.promptcache_affinity:
-            return [*ordered]
-        rank = {
-            k: i for i, k in enumerate(rendezvous_order(key, [t.key for t in ordered]))
-        }
-        return [*sorted(ordered, key=lambda t: (t.connection.priority, rank[t.key]))]
+        return [*connection_order(ordered, self._affinity_key())]
+
+    def _affinity_key(self) -> str | None:
+        """``K`` when prompt-cache affinity orders connections (spec 03 §4.1)."""
+        if not self.table.settings.promptcache_affinity:
+            return None
+        return self.facts.cache_key
 
 
 def request_facts(

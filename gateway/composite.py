@@ -535,7 +535,7 @@ class Composite:
 
     def abandon(self) -> None:
         """The client left while the slot ran: the request ends as closed."""
-        self.loop.rec.client_closed(499)
+        self.loop.rec.client_closed(499, len(self.loop.chain) > 1)
         self.loop.ctx.record(self.loop.rec)
 
 

@@ -126,7 +126,7 @@ def single_stream_reply(
             if completed:
                 loop.rec.succeed(target, 200, loop.calls, len(loop.chain) > 1)
             else:
-                loop.rec.client_closed(200)
+                loop.rec.client_closed(200, len(loop.chain) > 1, target)
             loop.ctx.record(loop.rec)
 
     return StreamReply(headers=headers, body=frames())
@@ -205,7 +205,7 @@ class CompositeStreamBody(StreamBody):
         self.composite._sum_totals()
         failover = len(loop.chain) > 1
         if not self.completed:
-            run.client_closed(200)
+            run.client_closed(200, failover, self.target)
         elif self.stream.interrupted is not None:
             run.interrupt(
                 self.target, loop.calls, failover, self.stream.interrupted_error or ""

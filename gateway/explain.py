@@ -41,7 +41,7 @@ from gateway.attempt_filters import pre_call_skip
 from gateway.auto import auto_route
 from gateway.combo_plan import RequestFacts, plan_combo, request_facts
 from gateway.combo_reads import MAX_DEPTH, expands
-from gateway.engine.facts import needed_tokens, needs
+from gateway.engine.facts import cache_key, needed_tokens, needs
 from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
 from gateway.engine.strategies import REGISTRY
 from gateway.engine.types import (
@@ -301,9 +301,10 @@ def _skipped(
     }
 
 
-def _why_direct(target: Target, rank: int) -> str:
+def _why_direct(target: Target, rank: int, by_cache: bool) -> str:
     conn = target.connection
-    return f"connection order {rank} (priority {conn.priority}, then provider, name)"
+    then = "rendezvous on the cache key" if by_cache else "name"
+    return f"connection order {rank} (priority {conn.priority}, then provider, {then})"
 
 
 def _reachable(table: RoutingTable, name: str, depth: int = 1) -> set[str]:
@@ -449,9 +450,11 @@ def _plan_slot(
         return _plan_auto(run, route)
     combo = slot.resolved.combo
     if combo is None:
-        targets: list[PlannedUnit] = [*plan_targets(run.table, slot, warnings)]
+        affinity = run.table.settings.promptcache_affinity
+        key = cache_key(run.request.body) if affinity else None
+        targets: list[PlannedUnit] = [*plan_targets(run.table, slot, warnings, key)]
         whys = [
-            _why_direct(t, i + 1)
+            _why_direct(t, i + 1, key is not None)
             for i, t in enumerate(targets)
             if isinstance(t, Target)
         ]

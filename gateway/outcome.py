@@ -204,8 +204,15 @@ class RunRecord:
         self.attempt_count, self.failover = calls, failover
         self.skips = _skip_rows(items)
 
-    def client_closed(self, status: int) -> None:
+    def client_closed(
+        self, status: int, failover: bool, served: Target | None = None
+    ) -> None:
+        """The client left; ``served``: the target whose stream it was reading (the
+        served model is fixed at the first token, spec 02 §8)."""
         self.status, self.http_status = "client_closed", status
+        self.failover = failover
+        if served is not None:
+            self.served = served
         self.client_disconnected = True
         self.attempt_count = max(self.attempt_count, len(self.attempts))
 

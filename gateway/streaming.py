@@ -209,7 +209,7 @@ class StreamBody:
             )
             run.reason = drain.SHUTDOWN_CODE
         elif not self.completed:
-            run.client_closed(200)
+            run.client_closed(200, len(self.loop.chain) > 1, self.target)
         elif self.stream.interrupted is not None:
             run.interrupt(
                 self.target,

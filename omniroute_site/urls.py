@@ -44,6 +44,8 @@ urlpatterns = [
     path("api/combos/auto/", _AutoCombosSlash.as_view()),
     path("api/", include("combos.api_urls")),
     path("v1/models", csrf_exempt(views.models_view), name="v1-models"),
+    path("v1/models/", csrf_exempt(views.models_view)),  # the optional slash
+    path("models", csrf_exempt(views.models_view)),  # beside /chat/completions
     path("v1/models/<path:model_id>", csrf_exempt(views.model_view), name="v1-model"),
     # any channel, also one with a slash or none: the view answers 400 for it (spec 01)
     re_path(

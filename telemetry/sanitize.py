@@ -64,16 +64,30 @@ def _mask(match: re.Match[str]) -> str:
     return "***"
 
 
-def sanitize(message: object, *, limit: int = MAX_MESSAGE_CHARS) -> str:
+#: the patterns that mask a secret by its shape alone (not by a field name before it)
+_SHAPES = _PATTERNS[:2]
+
+
+def sanitize(
+    message: object, *, limit: int = MAX_MESSAGE_CHARS, vetted: bool = False
+) -> str:
+    """``vetted``: a message the gateway built from fields known to hold no secret
+    (an event payload whose ``api_key`` is a key *name*): only provider secrets and
+    secret-shaped values are masked, not the values named like credentials."""
     # Control characters go first: one inside a secret would otherwise hide it from
     # the masks below and reassemble it once removed.
     text = _CONTROL.sub("", _BREAKS.sub(" ", str(message)))
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, "***")
-    for pattern in _PATTERNS:
+    for pattern in _SHAPES if vetted else _PATTERNS:
         text = pattern.sub(_mask, text)
     return text[:limit]
+
+
+#: ``extra={VETTED: True}`` on a log call whose message holds no secret by
+#: construction (see ``sanitize(vetted=True)``)
+VETTED = "omniroute_vetted"
 
 
 class RedactingFilter(logging.Filter):
@@ -85,7 +99,8 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except (TypeError, ValueError):
             return True
-        record.msg = sanitize(message, limit=10_000)
+        vetted = getattr(record, VETTED, False) is True
+        record.msg = sanitize(message, limit=10_000, vetted=vetted)
         record.args = None
         if record.exc_info and not record.exc_text:
             # the formatter keeps a cached ``exc_text``: it never renders the raw one

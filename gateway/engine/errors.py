@@ -91,7 +91,8 @@ _MODEL_MISSING = re.compile(
 _CONTEXT = re.compile(
     r"context.{0,20}(length|window|limit)|maximum context|too many tokens|"
     r"prompt is too long|too long prompt|prompt too long|input is too long|"
-    r"reduce the length|exceeds the context",
+    r"reduce the length|exceeds the context|maximum number of tokens|"
+    r"(input|prompt).{0,20}token count.{0,40}exceeds",
     re.IGNORECASE | re.DOTALL,
 )
 

@@ -21,6 +21,7 @@ from gateway.engine.autoids import UnknownAutoVariant
 from gateway.engine.errors import RETRYABLE_REASONS
 from gateway.engine.globs import matches
 from gateway.engine.resolve import ModelNotFound, Resolved, RouteKind, resolve
+from gateway.engine.strategies.fit import rendezvous_order
 from gateway.engine.types import (
     ComboInfo,
     KeyPolicy,
@@ -195,10 +196,24 @@ def build_chain(
     return unique
 
 
-def _connections_order(targets: list[Target]) -> list[Target]:
-    return sorted(
+def connection_order(targets: list[Target], cache_key: str | None) -> list[Target]:
+    """Spec 02 §5, 03 §4.1: connection ``priority`` ascending, then provider slug,
+    then connection name; with a cache key (``promptcache_affinity`` on), equal-
+    priority connections of one provider by rendezvous score on it instead of name.
+    """
+    ordered = sorted(
         targets,
         key=lambda t: (t.connection.priority, t.provider.slug, t.connection.name),
+    )
+    if cache_key is None or len(ordered) < 2:  # noqa: PLR2004
+        return ordered
+    rank = {
+        k: i
+        for i, k in enumerate(rendezvous_order(cache_key, [t.key for t in ordered]))
+    }
+    return sorted(
+        ordered,
+        key=lambda t: (t.connection.priority, t.provider.slug, rank[t.key]),
     )
 
 
@@ -274,7 +289,14 @@ def _auto_targets(table: RoutingTable, route_id: str) -> list[Target]:
     )
 
 
-def plan_targets(table: RoutingTable, slot: Slot, warnings: list[str]) -> list[Target]:
+def plan_targets(
+    table: RoutingTable,
+    slot: Slot,
+    warnings: list[str],
+    cache_key: str | None = None,
+) -> list[Target]:
+    """A direct slot's targets in connection order (``cache_key``: ``K`` of the
+    request when ``promptcache_affinity`` is on, else None)."""
     resolved = slot.resolved
     if resolved.kind is RouteKind.COMBO and resolved.combo is not None:
         return _combo_targets(table, resolved.combo, 1, warnings)
@@ -284,7 +306,7 @@ def plan_targets(table: RoutingTable, slot: Slot, warnings: list[str]) -> list[T
     for model in resolved.models:
         provider = table.providers[model.provider.lower()]
         targets.extend(_model_targets(provider, model.model_id))
-    return _connections_order(targets)
+    return connection_order(targets, cache_key)
 
 
 def effective_options(

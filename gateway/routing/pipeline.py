@@ -366,7 +366,8 @@ def _apply_budget(
             code="budget_exceeded",
             message=result.message,
             error_type="budget_error",
-            param="X-OmniRoute-Budget",
+            # the header's cap, else the combo's own config.auto.budgetCap
+            param="X-OmniRoute-Budget" if request.budget is not None else None,
         )
         return None
     return list(result.eligible)

@@ -144,6 +144,8 @@ def test_rejection_with_code_context_length_exceeded_is_context_length(status):
         "Input is too long for requested model.",
         "CONTEXT LENGTH EXCEEDED",
         "Prompt too long",
+        "The input token count (1200000) exceeds the maximum number of tokens "
+        "allowed (1048576).",
     ],
 )
 def test_rejection_about_the_context_window_is_context_length(status, message):
@@ -172,6 +174,8 @@ def test_explicit_code_outranks_the_wording_of_the_message():
         "Use 'max_completion_tokens' instead.",
         "Unsupported value: 'temperature' does not support 0.5 with this model.",
         "messages: roles must alternate",
+        "max_tokens is too large: 50000. This model supports at most 16384 "
+        "completion tokens, whereas you provided 50000.",
         "",
     ],
 )

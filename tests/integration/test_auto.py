@@ -262,7 +262,17 @@ def test_api_combos_auto_lists_the_builtin_ids(auto_gateway):
     )
     assert response.status_code == 200, response.text
     combos = response.json()["combos"]
-    assert [c["id"] for c in combos][:3] == ["auto", "auto/coding", "auto/fast"]
+    # spec 04 §10: first the 8 ids of §1.2, in its table's order
+    assert [c["id"] for c in combos][:8] == [
+        "auto",
+        "auto/lkgp",
+        "auto/coding",
+        "auto/fast",
+        "auto/cheap",
+        "auto/offline",
+        "auto/smart",
+        "auto/chaos",
+    ]
     assert combos[-1]["id"] == "auto/reasoning:pro"
     first = combos[0]
     assert first["kind"] == "variant"

@@ -190,3 +190,22 @@ def test_logging_filter_keeps_long_messages_up_to_10000_characters():
     RedactingFilter().filter(record)
 
     assert record.getMessage() == "y" * 10_000
+
+
+def test_a_vetted_record_keeps_a_key_name_but_not_a_secret(known_secrets):
+    known_secrets(["upstream-secret-1234"])
+    message = (
+        '{"event":"model_failover","api_key":"ci-team",'
+        f'"note":"{KEY} upstream-secret-1234"}}'
+    )
+    vetted = logging.LogRecord("x", logging.INFO, __file__, 1, message, None, None)
+    vetted.omniroute_vetted = True
+    plain = logging.LogRecord("x", logging.INFO, __file__, 1, message, None, None)
+
+    RedactingFilter().filter(vetted)
+    RedactingFilter().filter(plain)
+
+    assert vetted.getMessage() == (
+        '{"event":"model_failover","api_key":"ci-team","note":"*** ***"}'
+    )
+    assert '"api_key":"***"' in plain.getMessage()

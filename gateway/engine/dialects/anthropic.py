@@ -3,7 +3,8 @@
 Clients only ever see OpenAI Chat Completions shapes, so this module translates both
 ways.
 
-Request (OpenAI chat body -> ``POST {base_url}/messages``):
+Request (OpenAI chat body -> ``POST {base_url}/messages``, ``/v1`` added to a
+base URL without a path):
 
 1. ``system``/``developer`` messages, wherever they sit, are lifted into the top-level
    ``system`` (texts joined with a blank line; a list of text blocks instead when a
@@ -49,6 +50,7 @@ from gateway.engine.dialects.base import (
     BadUpstreamResponse,
     StreamErrorEvent,
     UpstreamCall,
+    endpoint_url,
 )
 from gateway.engine.errors import UpstreamError
 from gateway.engine.sse import DONE
@@ -547,7 +549,7 @@ class AnthropicDialect:
         if api_key:
             headers["x-api-key"] = api_key
         return UpstreamCall(
-            url=base_url.rstrip("/") + "/messages",
+            url=endpoint_url(base_url, "/messages"),
             headers=headers,
             body=build_messages_body(body, model=model, stream=stream),
         )

@@ -16,10 +16,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from gateway.engine.errors import UpstreamError
 
 JSON = dict[str, Any]
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """``base_url`` joined with an endpoint ``path`` (``/chat/completions``).
+
+    A base URL with no path (``https://api.anthropic.com``, ``http://host:8080``) gets
+    the API version prefix ``/v1``, as the vendors' own SDKs add it; a base URL with a
+    path (``https://api.openai.com/v1``, ``https://host/proxy``) is used as given.
+    """
+    base = base_url.rstrip("/")
+    if urlsplit(base).path in ("", "/"):
+        base += "/v1"
+    return base + path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

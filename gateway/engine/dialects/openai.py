@@ -15,13 +15,10 @@ from gateway.engine.dialects.base import (
     BadUpstreamResponse,
     StreamErrorEvent,
     UpstreamCall,
+    endpoint_url,
 )
 from gateway.engine.errors import UpstreamError
 from gateway.engine.sse import DONE
-
-
-def _join_url(base_url: str, path: str) -> str:
-    return base_url.rstrip("/") + path
 
 
 def error_from_payload(payload: Any, text: str) -> UpstreamError:
@@ -87,7 +84,9 @@ class OpenAIDialect:
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         return UpstreamCall(
-            url=_join_url(base_url, "/chat/completions"), headers=headers, body=upstream
+            url=endpoint_url(base_url, "/chat/completions"),
+            headers=headers,
+            body=upstream,
         )
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:

@@ -1,0 +1,165 @@
+"""Findings of a black-box audit against spec 01-05, through the real gateway.
+
+Each case is one behaviour a client sees: the upstream is called at most once per
+target (02 §5), the serving combo's strategy is reported also through a combo-ref
+(01), an ``auto`` pool the engine let fall open is called rather than skipped
+(04 §2.3 F6), an ``auto`` pool that leaves nothing to call answers with
+``error.attempts`` (01 "When nothing was served"), the ``model_failover`` log line
+names the key (02 §12), and a client that leaves a committed stream is logged with
+the model that served it (06 §1.1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.integration.conftest import post_chat
+
+pytestmark = pytest.mark.integration
+KEY_NARROW = "sk-or-test-narrow-pool-00000000000000000000000000"
+
+
+@pytest.fixture(scope="module")
+def audited(gateway, mock):
+    result = gateway.apply(f"""
+providers:
+  - slug: pv
+    kind: openai
+    base_url: {mock.url}
+    connections:
+      - name: main
+        api_key: sk-upstream-secret-pv-1234567890
+    models:
+      - id: v1
+        context_window: 8000
+        capabilities: [tools]
+combos:
+  - name: audit-inner
+    strategy: round-robin
+    targets: [{{model: pa/m1}}]
+  - name: audit-outer
+    strategy: priority
+    targets: [{{combo: audit-inner}}, {{model: pb/m2}}]
+api_keys:
+  - name: narrow
+    key: {KEY_NARROW}
+    allowed_models: ["auto*", "pv/*"]
+""")
+    assert result.returncode == 0, result.stderr
+    yield gateway
+    # the extra provider and key must not join other modules' auto pools
+    admin = {"Authorization": f"Bearer {gateway.admin_token}"}
+    for resource, field, value in (
+        ("providers", "slug", "pv"),
+        ("api-keys", "name", "narrow"),
+    ):
+        rows = httpx.get(f"{gateway.url}/api/{resource}", headers=admin).json()
+        for row in rows:
+            if row[field] == value:
+                url = f"{gateway.url}/api/{resource}/{row['id']}"
+                assert httpx.delete(url, headers=admin).status_code == 204
+
+
+def test_an_upstream_reset_on_a_reused_connection_is_not_sent_again(
+    audited, client, upstream
+):
+    assert post_chat(audited, model="pa/m1").status_code == 200  # pools a connection
+    upstream.reset()
+    upstream.add("m1", reset="before_headers")
+    response = post_chat(audited, models=["pa/m1", "pb/m2"])
+    assert response.status_code == 200
+    assert [r["model"] for r in upstream.requests()] == ["m1", "m2"]
+
+
+def test_the_strategy_of_a_combo_reached_through_a_ref_is_reported(
+    audited, client, upstream
+):
+    response = post_chat(audited, model="audit-outer")
+    assert response.status_code == 200, response.text
+    omni = response.json()["omniroute"]
+    assert (omni["route"], omni["served_model"], omni["strategy"]) == (
+        "combo:audit-outer",
+        "pa/m1",
+        "round-robin",
+    )
+
+
+def test_an_auto_pool_with_the_vision_filter_fallen_open_is_called(audited, upstream):
+    image = {"type": "image_url", "image_url": {"url": "https://x.test/y.png"}}
+    response = post_chat(
+        audited,
+        key=KEY_NARROW,
+        model="auto",
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "see"}, image]}
+        ],
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["x-omniroute-served-model"] == "pv/v1"
+    assert [r["model"] for r in upstream.requests()] == ["v1"]
+
+
+def test_an_auto_pool_too_small_for_the_request_lists_the_attempts(audited, upstream):
+    response = post_chat(audited, key=KEY_NARROW, model="auto", max_tokens=20_000)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("context_length_exceeded", "messages")
+    assert error["attempts"] == []
+    assert response.headers["x-omniroute-attempts"] == "0"
+    assert response.headers["x-omniroute-route"] == "auto"
+    assert upstream.requests() == []
+
+
+def _new_row(gateway, before: int, status: str):
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        rows = [r for r in gateway.requests_log()[before:] if r["status"] == status]
+        if rows:
+            return rows[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"no new request log row with status {status}")
+
+
+def test_the_model_failover_log_line_names_the_key(audited, client, upstream):
+    upstream.add("m1", status=503, times=1)
+    before = len(audited.requests_log())
+    response = client.post(
+        "/v1/chat/completions",
+        json={
+            "models": ["pa/m1", "pb/m2"],
+            "messages": [{"role": "user", "content": uuid.uuid4().hex}],
+        },
+    )
+    assert response.status_code == 200
+    request_id = str(_new_row(audited, before, "success")["id"]).replace("-", "")
+    events = [
+        json.loads(text[text.index("{") :])
+        for text in audited.log.read_text("utf-8", "replace").splitlines()
+        if "model_failover {" in text
+    ]
+    mine = [e for e in events if e["request_id"].replace("-", "") == request_id]
+    assert [e["api_key"] for e in mine] == ["all"]
+
+
+def test_a_client_leaving_a_committed_stream_is_logged_with_the_served_model(
+    audited, client, upstream
+):
+    upstream.add("m1", tokens=50, token_delay_ms=100)
+    before = len(audited.requests_log())
+    body = {
+        "models": ["pa/m1", "pb/m2"],
+        "stream": True,
+        "messages": [{"role": "user", "content": uuid.uuid4().hex}],
+    }
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        for _ in range(3):
+            next(lines)
+    row = _new_row(audited, before, "client_closed")
+    assert (row["served_model"], row["failover"]) == ("pa/m1", 1)
