@@ -232,14 +232,15 @@ def has_finish(chunk: dict[str, Any]) -> bool:
     )
 
 
-async def _events(
+async def _batches(
     client: Client,
     dialect: Dialect,
     call: UpstreamCall,
     created: int,
     result: AttemptResult,
-) -> AsyncGenerator[dict[str, Any], None]:
-    """Translated chunks of one upstream stream, as they arrive."""
+) -> AsyncGenerator[list[dict[str, Any]], None]:
+    """Translated chunks of one upstream stream, as they arrive: one list per read
+    that completed any event, so what arrived together is relayed in one write."""
     content = orjson.dumps(call.body)
     async with client.stream(
         "POST", call.url, content=content, headers=call.headers
@@ -255,12 +256,21 @@ async def _events(
         async for raw in response.aiter_raw():
             if result.on_bytes is not None:
                 result.on_bytes()  # keep-alive comments and pings count as bytes
-            for event in decoder.feed(raw):
-                for chunk in translator.translate(event.event, _load(event.data)):
-                    yield chunk
+            batch: list[dict[str, Any]] = []
+            try:
+                for event in decoder.feed(raw):
+                    batch += translator.translate(event.event, _load(event.data))
+            except (StreamErrorEvent, BadUpstreamResponse):
+                if batch:
+                    yield batch  # what came before the error is still relayed
+                raise
+            if batch:
+                yield batch
+        batch = []
         for event in decoder.flush():
-            for chunk in translator.translate(event.event, _load(event.data)):
-                yield chunk
+            batch += translator.translate(event.event, _load(event.data))
+        if batch:
+            yield batch
 
 
 def _load(data: str) -> Any:
@@ -278,7 +288,7 @@ class OpenStream:
 
     result: AttemptResult
     buffered: list[dict[str, Any]]
-    generator: AsyncGenerator[dict[str, Any], None]
+    generator: AsyncGenerator[list[dict[str, Any]], None]
     idle_timeout_s: float
     usage: dict[str, Any] | None = None
     delivered_chars: int = 0
@@ -287,10 +297,11 @@ class OpenStream:
     ended: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
-    async def chunks(self) -> AsyncGenerator[dict[str, Any], None]:
-        """Buffered chunks, then the rest; an interruption is recorded, not raised."""
-        for chunk in self.buffered:
-            yield chunk
+    async def batches(self) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The buffered chunks, then the rest as they arrive, a list per upstream
+        read; an interruption is recorded, not raised."""
+        if self.buffered:
+            yield self.buffered
         self.buffered = []
         loop = asyncio.get_running_loop()
         idle_s = self.idle_timeout_s
@@ -300,7 +311,7 @@ class OpenStream:
                 async with asyncio.timeout(idle_s) as idle:
                     self.result.on_bytes = lambda: idle.reschedule(loop.time() + idle_s)
                     try:
-                        chunk = await anext(self.generator)
+                        batch = await anext(self.generator)
                     finally:
                         self.result.on_bytes = None
             except StopAsyncIteration:
@@ -320,7 +331,7 @@ class OpenStream:
             except BadUpstreamResponse as exc:
                 self._interrupt(bad_response(), str(exc))
                 return
-            yield chunk
+            yield batch
 
     def _interrupt(self, why: Classification, message: str) -> None:
         self.interrupted = why
@@ -342,7 +353,7 @@ async def open_stream(
 ) -> OpenStream | AttemptResult:
     """Read until the first content token; a failure before it is a failed attempt."""
     result = AttemptResult(started=time.perf_counter())
-    generator = _events(client, dialect, call, created, result)
+    generator = _batches(client, dialect, call, created, result)
     buffered: list[dict[str, Any]] = []
     deadline = timeout_s if first_token_s is None else min(timeout_s, first_token_s)
     first_token_bound = first_token_s is not None and first_token_s < timeout_s
@@ -351,11 +362,11 @@ async def open_stream(
         async with asyncio.timeout(deadline):
             while True:
                 try:
-                    chunk = await anext(generator)
+                    batch = await anext(generator)
                 except StopAsyncIteration:
                     break
-                buffered.append(chunk)
-                if is_content_chunk(chunk) or has_finish(chunk):
+                buffered += batch
+                if any(is_content_chunk(c) or has_finish(c) for c in batch):
                     committed = True
                     break
     except TimeoutError:

@@ -106,15 +106,17 @@ class StreamBody:
         return sse_frame(tail) + DONE_FRAME
 
     async def _next(
-        self, chunks: AsyncGenerator[dict[str, Any], None], guard: drain.InFlight
-    ) -> dict[str, Any] | None:
-        """The next upstream chunk; None at the end or at the drain's cut."""
+        self,
+        batches: AsyncGenerator[list[dict[str, Any]], None],
+        guard: drain.InFlight,
+    ) -> list[dict[str, Any]] | None:
+        """The next upstream chunks (one read's); None at the end or at the cut."""
         if guard.stopping:
             self.cut = True
             return None
         guard.interruptible = True
         try:
-            return await anext(chunks)
+            return await anext(batches)
         except StopAsyncIteration:
             return None
         except asyncio.CancelledError:
@@ -129,28 +131,33 @@ class StreamBody:
         run = self.loop.rec
         created, chunk_id = int(self.started_wall), f"chatcmpl-{run.request_id.hex}"
         guard = drain.current() or drain.InFlight()  # untracked: never cut
-        chunks = self.stream.chunks()
+        batches = self.stream.batches()
         try:
             first = True
-            while (chunk := await self._next(chunks, guard)) is not None:
-                if isinstance(chunk.get("id"), str):
-                    chunk_id = chunk["id"]
-                if isinstance(chunk.get("created"), int):
-                    created = chunk["created"]
-                frame = self._prepare(chunk)
-                if frame is None:
+            while (batch := await self._next(batches, guard)) is not None:
+                frames = []
+                for chunk in batch:
+                    if isinstance(chunk.get("id"), str):
+                        chunk_id = chunk["id"]
+                    if isinstance(chunk.get("created"), int):
+                        created = chunk["created"]
+                    frame = self._prepare(chunk)
+                    if frame is not None:
+                        frames.append(frame)
+                if not frames:
                     continue
                 if first:
                     run.mark_ttft()
                     first = False
-                yield frame
+                # what one upstream read brought goes out in one write
+                yield frames[0] if len(frames) == 1 else b"".join(frames)
             self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
             yield self._tail(created, chunk_id)
             self.completed = True
         finally:
             # Cancelled while a frame was being sent (a client that stopped reading).
             self.cut = self.cut or (guard.stopping and not self.completed)
-            await chunks.aclose()
+            await batches.aclose()
             await self.stream.aclose()
             self._finish()
 

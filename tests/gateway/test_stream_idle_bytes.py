@@ -81,8 +81,9 @@ async def _texts(parts: list[bytes | float]) -> tuple[list[str], OpenStream]:
 
 
 async def _chunks(stream: OpenStream) -> AsyncIterator[dict]:
-    async for chunk in stream.chunks():
-        yield chunk
+    async for batch in stream.batches():
+        for chunk in batch:
+            yield chunk
 
 
 async def test_keep_alive_comments_keep_a_slow_stream_going():
