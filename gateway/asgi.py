@@ -144,23 +144,22 @@ class Persist:
 async def _serve(
     ctx: ChatContext, key: KeyPolicy, body: bytes, send: Send, persist: Persist
 ) -> None:
-    gauge = metrics.bounded(metrics.REQUESTS_IN_FLIGHT, "false")
-    gauge.inc()
+    # spec 06 §2: in progress until the answer is sent, labelled by the request's
+    # ``stream`` flag from the moment handle_chat has parsed the body
+    ctx.enter()
     try:
         reply = await handle_chat(body, ctx, key)
+        drain.committed()
+        if isinstance(reply, JSONReply):
+            await persist.flush()
+            await send_json(send, reply)
+            return
+        await _send_stream(reply, send, persist)
     finally:
-        gauge.dec()
-    drain.committed()
-    if isinstance(reply, JSONReply):
-        await persist.flush()
-        await send_json(send, reply)
-        return
-    await _send_stream(reply, send, persist)
+        ctx.leave()
 
 
 async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None:
-    gauge = metrics.bounded(metrics.REQUESTS_IN_FLIGHT, "true")
-    gauge.inc()
     try:
         await send(
             {
@@ -172,7 +171,6 @@ async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None
         async for frame in reply.body:
             await send({"type": "http.response.body", "body": frame, "more_body": True})
     finally:
-        gauge.dec()
         await reply.body.aclose()  # type: ignore[attr-defined]
     await persist.flush()
     await send({"type": "http.response.body", "body": b""})

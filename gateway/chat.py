@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from gateway import auto as auto_glue
 from gateway import limits, proxy, relay, smart_routes
 from gateway.accounting import result_of
@@ -89,6 +91,7 @@ async def handle_chat(
     try:
         request = parse_chat_request(raw)
         run.stream = request.stream
+        ctx.streaming(request.stream)
         run.requested_model = request.entries[0].model
         session = request_session(ctx.headers, request, key)
         if session is not None:
@@ -121,6 +124,8 @@ async def handle_chat(
             warnings=warnings,
         )
     except (RequestError, ChainError) as exc:
+        if not run.requested_model:
+            run.requested_model = _model_sent(raw)
         return _with_tier(refusal(ctx, exc, run), run)
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
@@ -142,6 +147,23 @@ async def handle_chat(
         if run.limits is not None:  # ended before a record reached the front door
             run.limits(run)
         raise
+
+
+def _model_sent(raw: bytes) -> str:
+    """The model string of a body that failed validation, for its log row (spec 06
+    §1.1); empty when the body has none (not JSON, not an object, no string)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    model = body.get("model")
+    models = body.get("models")
+    if not isinstance(model, str) and isinstance(models, list) and models:
+        first = models[0]
+        model = first.get("model") if isinstance(first, dict) else first
+    return model[:256] if isinstance(model, str) else ""
 
 
 def _with_tier(

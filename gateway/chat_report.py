@@ -128,6 +128,7 @@ class Reporting:
             strategy = serving.strategy.value
         elif served_slot is not None and served_slot.resolved.combo is not None:
             strategy = served_slot.resolved.combo.strategy.value
+        self.rec.strategy = strategy  # the log row's (spec 06 §1.1)
         data: dict[str, Any] = {
             "requested_model": _as_sent(first),
             "served_model": target.model_key,
@@ -188,6 +189,7 @@ class Reporting:
             len(self.chain) > 1,
             self.items,
         )
+        self.rec.strategy = self._route_strategy()
         self.ctx.record(self.rec)
         return error_reply(
             exc.status,
@@ -203,6 +205,16 @@ class Reporting:
                 served_model=None, attempts=self.calls, route=self.route
             ),
         )
+
+    def _route_strategy(self) -> str | None:
+        """A request nothing served: its combo's or auto route's strategy, if one."""
+        if len(self.chain) != 1:
+            return None
+        decision = self.auto.get(0)
+        if decision is not None:
+            return decision.strategy
+        combo = self.chain[0].resolved.combo
+        return combo.strategy.value if combo is not None else None
 
     def _all_failed(self) -> JSONReply:
         now = time.time()
@@ -226,6 +238,9 @@ class Reporting:
             len(self.chain) > 1,
             self.items,
         )
+        self.rec.strategy = self._route_strategy()
+        if self.calls == 0:  # decided without a call: a gateway-side refusal
+            metrics.bounded(metrics.REFUSALS, result.code).inc()
         self.ctx.record(self.rec)
         headers = omniroute_headers(
             served_model=None, attempts=self.calls, route=self.route

@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.auth import authenticate
 from gateway.engine.plan import ChainError
@@ -29,10 +30,39 @@ class ChatContext:
     started: float = field(default_factory=time.perf_counter)
     received_at: float = field(default_factory=time.time)
     request_id: uuid.UUID = field(default_factory=new_id)
+    #: the request's ``stream`` flag once its body is parsed (the in-flight label)
+    stream: bool = False
+    in_flight: bool = False
 
     @property
     def classic(self) -> bool:
         return self.endpoint == CLASSIC_ENDPOINT
+
+    def _gauge(self) -> Any:
+        return metrics.bounded(
+            metrics.REQUESTS_IN_FLIGHT, "true" if self.stream else "false"
+        )
+
+    def enter(self) -> None:
+        """The request is in progress (spec 06 §2 ``omniroute_requests_in_flight``)."""
+        if not self.in_flight:
+            self.in_flight = True
+            self._gauge().inc()
+
+    def leave(self) -> None:
+        if self.in_flight:
+            self.in_flight = False
+            self._gauge().dec()
+
+    def streaming(self, stream: bool) -> None:
+        """The parsed body's ``stream`` flag: the in-flight count moves label."""
+        if stream == self.stream:
+            return
+        counted = self.in_flight
+        self.leave()
+        self.stream = stream
+        if counted:
+            self.enter()
 
 
 @dataclass(slots=True, kw_only=True)

@@ -35,7 +35,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
-from gateway import drain
+from gateway import drain, limits
 from gateway.arena_cache import cache as arena_cache
 from gateway.state import tables
 from gateway.stats_cache import cache as stats_cache
@@ -75,6 +75,7 @@ async def startup() -> None:
     await tables.ensure()
     # Spec 08 §3.2: load the health mirror and follow Redis now (no-op without it).
     await asyncio.to_thread(start_shared_state)
+    await limits.warm()  # spec 08 §6: per-key limits exact from the first burst
     # Spec 04 §3.1: the 24 h statistics, loaded and then refreshed off the request path.
     stats_cache.start()
     # Spec 04 §9.2: Arena fitness, the same way; unused while the sync is off.

@@ -69,6 +69,7 @@ SWEEP_EVERY_MS = 60_000
 
 
 class SharedLimits(Protocol):
+    async def warm(self) -> None: ...
     async def admit(self, demand: Demand) -> Refusal | None: ...
     async def reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None: ...
     async def aclose(self) -> None: ...
@@ -285,6 +286,14 @@ def limiter() -> Limiter:
         drain.on_shutdown(gate.shutdown)
         _LIMITER.append(gate)
     return _LIMITER[0]
+
+
+async def warm() -> None:
+    """Connect the shared limits before traffic (lifespan start-up; no-op without
+    Redis), so a cold worker's first burst does not time out opening connections."""
+    shared = limiter().shared
+    if shared is not None:
+        await shared.warm()
 
 
 def _release_abandoned(admission: asyncio.Future[Ticket | Refusal]) -> None:

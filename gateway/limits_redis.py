@@ -22,10 +22,11 @@ admits again; other workers wait for it briefly.  Reconciliation never creates
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
@@ -46,6 +47,10 @@ PREFIX = "omniroute"
 SEED_LOCK_MS = 2000
 SEED_WAIT_SECONDS = 0.02
 SEED_ROUNDS = 50
+#: connections per worker to Redis for admissions; a burst beyond waits for one
+POOL_CONNECTIONS = 16
+WARM_TIMEOUT_S = 2.0
+logger = logging.getLogger("omniroute.limits")
 
 ADMITTED, RATE_LIMITED, OVER_BUDGET, NEEDS_SEED = 0, 1, 2, 3
 
@@ -138,12 +143,18 @@ class RedisLimits:
     def _connect(self) -> tuple[Redis, Any, Any]:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client[0] is not loop:
-            client = Redis.from_url(
+            # A bounded pool a burst waits on rather than opening a connection per
+            # concurrent request: a connect inside the per-call timeout is what
+            # failed a cold worker's first burst over to in-process limits.
+            pool = BlockingConnectionPool.from_url(
                 self.url,
+                max_connections=POOL_CONNECTIONS,
+                timeout=self.timeout_s,
                 socket_timeout=self.timeout_s,
                 socket_connect_timeout=self.timeout_s,
                 retry=Retry(NoBackoff(), 0),  # a failure falls back at once (§3.3)
             )
+            client = Redis(connection_pool=pool)
             self._client = (
                 loop,
                 client,
@@ -151,6 +162,18 @@ class RedisLimits:
                 client.register_script(RECONCILE_LUA),
             )
         return self._client[1], self._client[2], self._client[3]
+
+    async def warm(self) -> None:
+        """Open the pool's connections and load both scripts before traffic (at
+        start-up, with a start-up's patience); a failure is only logged."""
+        client, _, _ = self._connect()
+        try:
+            async with asyncio.timeout(WARM_TIMEOUT_S):
+                await asyncio.gather(*(client.ping() for _ in range(POOL_CONNECTIONS)))
+                await client.script_load(ADMIT_LUA)
+                await client.script_load(RECONCILE_LUA)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning("limits: Redis not warmed at start-up (%s)", exc)
 
     async def admit(self, demand: Demand) -> Refusal | None:
         """Admit or refuse; ``SharedUnavailable`` when Redis failed or timed out."""

@@ -164,7 +164,8 @@ class RunRecord:
                 "result": result or result_of(item.reason, item.detail),
                 "http_status": item.http_status,
                 "latency_ms": item.latency_ms,
-                "ttfb_ms": _ms(getattr(outcome, "ttfb_s", None)),
+                # rounded from another clock reading: never above the duration
+                "ttfb_ms": _at_most(_ms(getattr(outcome, "ttfb_s", None)), item),
                 "ttft_ms": _ms(getattr(outcome, "ttft_s", None)),
                 "prompt_tokens": numbers[0] if numbers else None,
                 "completion_tokens": numbers[1] if numbers else None,
@@ -329,6 +330,12 @@ class RunRecord:
                 metrics.bounded(metrics.TOKENS, *labels, kind).inc(value)
         if self.cost:
             metrics.bounded(metrics.COST, *labels).inc(float(self.cost))
+
+
+def _at_most(ms: int | None, item: Item) -> int | None:
+    if ms is None or item.latency_ms is None:
+        return ms
+    return min(ms, item.latency_ms)
 
 
 def _skip_rows(items: list[Item] | None) -> list[dict[str, Any]] | None:

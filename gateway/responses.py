@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from gateway.engine.sse import DONE_FRAME, encode_data
+from telemetry.sanitize import sanitize
 
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 SSE_HEADERS = (
@@ -33,7 +34,8 @@ def error_body(
     attempts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     error: dict[str, Any] = {
-        "message": message,
+        # spec 08 §5.4: an error never echoes a credential (a key sent as a model)
+        "message": sanitize(message, limit=10_000),
         "type": error_type,
         "param": param,
         "code": code,

@@ -268,6 +268,7 @@ LOGGING = {
     "loggers": {
         # uvicorn's handlers are its own: its error log (tracebacks of the ASGI app)
         # gets the filter on the logger, before the record reaches them.
+        # (uvicorn.access keeps its own handler: telemetry.apps adds its filter)
         "uvicorn.error": {"filters": ["redact"]},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},

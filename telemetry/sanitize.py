@@ -117,3 +117,17 @@ _FORMATTER = logging.Formatter()
 
 def _by_line(text: str) -> str:
     return "\n".join(sanitize(line, limit=10_000) for line in text.splitlines())
+
+
+class AccessLogRedactingFilter(logging.Filter):
+    """``sanitize`` for uvicorn's access log, whose formatter needs the record's
+    ``args`` (client, method, path, version, status): each string is masked in
+    place, so a credential in a query string (``?api_key=…``) is never printed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                sanitize(arg, limit=10_000) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True

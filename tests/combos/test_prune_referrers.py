@@ -26,8 +26,7 @@ def test_pruning_a_combo_a_stored_mapping_uses_is_refused(
     problems = import_problems({"combos": data["combos"]}, prune=True)
 
     assert problems == [
-        "combos: --prune would delete combo 'team', still the combo of mapping "
-        "'gpt-*'",
+        "combos: --prune would delete combo 'team', still the combo of mapping 'gpt-*'",
         "combos: --prune would delete 'team', still the hard target of smart route "
         "'normal'",
     ]

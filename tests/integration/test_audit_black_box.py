@@ -163,3 +163,63 @@ def test_a_client_leaving_a_committed_stream_is_logged_with_the_served_model(
             next(lines)
     row = _new_row(audited, before, "client_closed")
     assert (row["served_model"], row["failover"]) == ("pa/m1", 1)
+
+
+def _metric(gateway, series: str) -> float:
+    for line in httpx.get(f"{gateway.url}/metrics").text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_the_log_row_carries_the_strategy_of_the_response(audited, client, upstream):
+    before = len(audited.requests_log())
+    response = post_chat(audited, model="team")
+    assert response.json()["omniroute"]["strategy"] == "priority"
+    assert _new_row(audited, before, "success")["strategy"] == "priority"
+
+
+def test_a_refusal_decided_in_the_attempt_loop_is_counted(audited, client, upstream):
+    series = 'omniroute_refusals_total{code="no_healthy_candidate"}'
+    upstream.add("m1", status=429, headers={"retry-after": "60"}, times=1)
+    assert post_chat(audited, model="pa/m1").status_code == 429
+    counted = _metric(audited, series)
+    response = post_chat(audited, model="pa/m1")  # cooling: nothing to call
+    assert response.json()["error"]["code"] == "no_healthy_candidate"
+    assert _metric(audited, series) == counted + 1
+
+
+def test_a_body_refused_by_validation_keeps_the_model_sent(audited, client):
+    before = len(audited.requests_log())
+    response = client.post(
+        "/v1/chat/completions", json={"model": "pa/m1", "messages": []}
+    )
+    assert response.status_code == 400
+    assert _new_row(audited, before, "refused")["requested_model"] == "pa/m1"
+
+
+def test_a_stream_waiting_for_its_first_token_is_in_flight_as_a_stream(
+    audited, client, upstream
+):
+    upstream.add("m1", ttft_ms=1500)
+    series = 'omniroute_requests_in_flight{stream="true"}'
+    with httpx.Client(
+        base_url=audited.url, headers=client.headers, timeout=30
+    ) as other:
+        import threading
+
+        done = threading.Event()
+
+        def ask() -> None:
+            post_chat(audited, model="pa/m1", stream=True)
+            done.set()
+
+        threading.Thread(target=ask, daemon=True).start()
+        deadline = time.monotonic() + 1.2
+        seen = 0.0
+        while time.monotonic() < deadline and not done.is_set() and not seen:
+            seen = _metric(audited, series)
+            time.sleep(0.05)
+        other.close()
+        assert seen == 1.0
+        assert done.wait(10)
