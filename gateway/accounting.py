@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.engine.facts import input_tokens
-from gateway.engine.types import ModelInfo
+from gateway.engine.types import ModelInfo, PriceTier
 
 _RESULTS = {
     ("connection_error", None): "connection_error",
@@ -64,26 +64,44 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     return input_tokens(body.get("messages")) + math.ceil(tool_chars / 4)
 
 
-def cost_usd(model: ModelInfo, numbers: tuple[int, int, int, int]) -> Decimal | None:
-    """Spec 06 §1.3; an unknown price gives None, never 0."""
+def _prices(model: ModelInfo, prompt: int) -> PriceTier | None:
+    """The prices of an attempt with ``prompt`` tokens: the largest catalog context
+    tier whose size the prompt exceeds, else the model's own (None: unpriced)."""
+    exceeded = [tier for tier in model.price_tiers if prompt > tier.size]
+    if exceeded:
+        return exceeded[-1]
     if model.input_cost is None or model.output_cost is None:
         return None
+    return PriceTier(
+        size=0,
+        input_cost=model.input_cost,
+        output_cost=model.output_cost,
+        cache_read_cost=model.cache_read_cost,
+        cache_write_cost=model.cache_write_cost,
+    )
+
+
+def cost_usd(model: ModelInfo, numbers: tuple[int, int, int, int]) -> Decimal | None:
+    """Spec 06 §1.3; an unknown price gives None, never 0."""
     prompt, completion, cached, write = numbers
+    prices = _prices(model, prompt)
+    if prices is None:
+        return None
     cache_read = (
-        model.cache_read_cost
-        if model.cache_read_cost is not None
-        else (model.input_cost)
+        prices.cache_read_cost
+        if prices.cache_read_cost is not None
+        else prices.input_cost
     )
     cache_write = (
-        model.cache_write_cost
-        if model.cache_write_cost is not None
-        else (model.input_cost)
+        prices.cache_write_cost
+        if prices.cache_write_cost is not None
+        else prices.input_cost
     )
     fresh = max(0, prompt - cached - write)
     total = (
-        Decimal(str(fresh)) * Decimal(str(model.input_cost))
+        Decimal(str(fresh)) * Decimal(str(prices.input_cost))
         + Decimal(str(cached)) * Decimal(str(cache_read))
         + Decimal(str(write)) * Decimal(str(cache_write))
-        + Decimal(str(completion)) * Decimal(str(model.output_cost))
+        + Decimal(str(completion)) * Decimal(str(prices.output_cost))
     )
     return (total / Decimal(1_000_000)).quantize(Decimal("1e-10"))

@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 
 from gateway import drain, feed
+from gateway.auth import authenticate
 from gateway.chat import handle_chat
 from gateway.context import (
     ChatContext,
@@ -31,6 +32,7 @@ from gateway.context import (
 )
 from gateway.engine.types import KeyPolicy, RoutingTable
 from gateway.outcome import RunRecord
+from gateway.requests import RequestError
 from gateway.responses import JSON_CONTENT_TYPE, JSONReply, error_reply
 from gateway.state import tables
 from telemetry import metrics, recorder, webhooks
@@ -194,14 +196,19 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     ctx = ChatContext(
         endpoint=scope["path"].rstrip("/"), headers=headers, table=table, record=persist
     )
+    if drain.is_draining():  # spec 08 §4 step 2: any new request, keyed or not
+        try:
+            found = authenticate(ctx.headers, ctx.table, ctx.received_at)
+        except RequestError:
+            await send_json(send, shutting_down_reply())
+            return
+        reply = _refuse_shutting_down(ctx, found)  # logged under its key
+        await persist.flush()
+        await send_json(send, reply)
+        return
     key = authenticate_request(ctx)
     if isinstance(key, JSONReply):  # 401 before the body is even read
         await send_json(send, key)
-        return
-    if drain.is_draining():  # spec 08 §4 step 2
-        reply = _refuse_shutting_down(ctx, key)
-        await persist.flush()
-        await send_json(send, reply)
         return
     limit = settings.OMNIROUTE_MAX_BODY_BYTES
     try:

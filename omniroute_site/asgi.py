@@ -18,11 +18,18 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_site.settings")
 django_app = get_asgi_application()
 
-from gateway import lifecycle  # noqa: E402  (needs the app registry)
-from gateway.asgi import CHAT_PATHS, chat_app  # noqa: E402
+from gateway import drain, lifecycle  # noqa: E402  (needs the app registry)
+from gateway.asgi import (  # noqa: E402
+    CHAT_PATHS,
+    chat_app,
+    send_json,
+    shutting_down_reply,
+)
 from omniroute_site.websocket import build_websocket_app  # noqa: E402
 
 websocket_app = build_websocket_app()
+#: answered while draining: /healthz (200 while up), /readyz (503 draining), /metrics
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
@@ -44,8 +51,12 @@ async def _lifespan(receive: Any, send: Any) -> None:
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     kind = scope["type"]
     if kind == "http":
-        if scope["path"] in CHAT_PATHS:
+        path = scope["path"]
+        if path in CHAT_PATHS:
             await chat_app(scope, receive, send)
+        elif drain.is_draining() and path.rstrip("/") not in OPS_PATHS:
+            # spec 08 §4 step 2: every new request but the probes and the scrape
+            await send_json(send, shutting_down_reply())
         else:
             await django_app(scope, receive, send)
     elif kind == "lifespan":

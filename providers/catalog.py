@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from gateway.engine.types import ModelInfo
+from gateway.engine.types import ModelInfo, PriceTier
 from providers.models import CatalogModel, Provider
 
 _KIND_SOURCES = frozenset({Provider.Kind.OPENAI, Provider.Kind.ANTHROPIC})
@@ -40,6 +40,35 @@ class CatalogFacts:
     capabilities: frozenset[str] = frozenset()
     tier: str | None = None
     deprecated: bool = False
+    price_tiers: tuple[PriceTier, ...] = ()
+
+
+def price_tiers(raw: Any) -> tuple[PriceTier, ...]:
+    """``CatalogModel.cost_tiers`` as context tiers, ascending; others are skipped."""
+    found = []
+    for entry in raw if isinstance(raw, list) else ():
+        if not isinstance(entry, dict) or entry.get("type") != "context":
+            continue
+        size = entry.get("size")
+        price_in, price_out = _price(entry.get("input")), _price(entry.get("output"))
+        if not isinstance(size, int) or price_in is None or price_out is None:
+            continue
+        found.append(
+            PriceTier(
+                size=size,
+                input_cost=price_in,
+                output_cost=price_out,
+                cache_read_cost=_price(entry.get("cache_read")),
+                cache_write_cost=_price(entry.get("cache_write")),
+            )
+        )
+    return tuple(sorted(found, key=lambda tier: tier.size))
+
+
+def _price(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def sources_for(
@@ -87,6 +116,7 @@ def load_index(
         "capabilities",
         "model_class",
         "status",
+        "cost_tiers",
     )
     index = {
         (source, model_id): CatalogFacts(
@@ -99,6 +129,7 @@ def load_index(
             capabilities=frozenset(caps) if isinstance(caps, list) else frozenset(),
             tier=model_class or None,
             deprecated=status == _DEPRECATED,
+            price_tiers=price_tiers(tiers),
         )
         for (
             source,
@@ -112,6 +143,7 @@ def load_index(
             caps,
             model_class,
             status,
+            tiers,
         ) in rows
     }
     return CatalogIndex(rows=index, provider_map=dict(provider_map))
@@ -141,4 +173,8 @@ def fill_model_info(info: ModelInfo, facts: CatalogFacts | None) -> ModelInfo:
         capabilities=_operator_first(info.capabilities, facts.capabilities),
         tier=_operator_first(info.tier, facts.tier),
         deprecated=facts.deprecated,
+        # an operator's price is the whole price: catalog tiers only price with it
+        price_tiers=facts.price_tiers
+        if info.input_cost is None and info.output_cost is None
+        else (),
     )

@@ -63,6 +63,18 @@ class ProviderKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PriceTier:
+    """A catalog context tier (spec 06 §1.3): its prices bill a whole attempt whose
+    prompt exceeds ``size`` tokens (USD per 1M tokens; cache prices may be None)."""
+
+    size: int
+    input_cost: float
+    output_cost: float
+    cache_read_cost: float | None = None
+    cache_write_cost: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelInfo:
     provider: str
     model_id: str
@@ -79,6 +91,9 @@ class ModelInfo:
     #: False for a connection's ``default_model`` without a catalog row: served by
     #: the connections naming it only (spec 04 §2.1)
     catalog_row: bool = True
+    #: the catalog's context tiers, ascending by size; empty when the operator
+    #: priced the model (an operator price is the whole price)
+    price_tiers: tuple[PriceTier, ...] = ()
 
     @property
     def key(self) -> str:
