@@ -476,6 +476,7 @@ class AttemptLoop(Reporting):
         self.calls += 1
         self.attempted.add(target.key)
         started_wall = time.time()
+        progress = proxy.AttemptResult(started=time.perf_counter())
         try:
             outcome = await dispatch(
                 target,
@@ -484,9 +485,10 @@ class AttemptLoop(Reporting):
                 options=options,
                 idle_timeout_ms=self.ctx.table.settings.stream_idle_timeout_ms,
                 created=int(started_wall),
+                result=progress,
             )
         except asyncio.CancelledError:
-            self._cancelled(target, index, started_wall)
+            self._cancelled(target, index, started_wall, progress)
             raise
         if isinstance(outcome, proxy.OpenStream):
             return self._stream_reply(target, index, outcome, started_wall)
@@ -508,7 +510,13 @@ class AttemptLoop(Reporting):
             )
         return body
 
-    def _cancelled(self, target: Target, index: int, started_wall: float) -> None:
+    def _cancelled(
+        self,
+        target: Target,
+        index: int,
+        started_wall: float,
+        progress: proxy.AttemptResult,
+    ) -> None:
         waited = max(0.0, time.time() - started_wall)
         self.rec.upstream_wait_s += waited  # overhead excludes the upstream wait
         latency = int(waited * 1000)
@@ -519,11 +527,12 @@ class AttemptLoop(Reporting):
             status="failed",
             reason="client_cancelled",
             latency_ms=latency,
+            http_status=progress.http_status,  # null when no response had come
             connection=target.connection.name,
         )
         self.items.append(item)
         record_health(self.ctx.table, target, item, None)
-        self.rec.add_attempt(target, item, started_wall, None, result="cancelled")
+        self.rec.add_attempt(target, item, started_wall, progress, result="cancelled")
         self.rec.client_closed(499, len(self.chain) > 1)
         self.ctx.record(self.rec)
 

@@ -26,8 +26,11 @@ async def dispatch(
     options: Options,
     idle_timeout_ms: int,
     created: int,
+    result: proxy.AttemptResult | None = None,
 ) -> proxy.AttemptResult | proxy.OpenStream:
-    """Call ``target`` with ``body``; a stream comes back at its first content token."""
+    """Call ``target`` with ``body``; a stream comes back at its first content token.
+    ``result``: a record the proxy fills as the exchange goes, so a caller whose
+    call is cancelled still knows the status and first-byte time it got."""
     dialect = REGISTRY[target.provider.kind]
     call = dialect.build_request(
         base_url=target.provider.base_url,
@@ -51,9 +54,15 @@ async def dispatch(
                 first_token_s=first / 1000 if first else None,
                 idle_timeout_s=idle_timeout_ms / 1000,
                 created=created,
+                result=result,
             )
         return await proxy.call_json(
-            client, dialect, call, timeout_s=options.timeout_ms / 1000, created=created
+            client,
+            dialect,
+            call,
+            timeout_s=options.timeout_ms / 1000,
+            created=created,
+            result=result,
         )
     finally:
         gauge.dec()

@@ -161,9 +161,13 @@ async def call_json(
     *,
     timeout_s: float,
     created: int,
+    result: AttemptResult | None = None,
 ) -> AttemptResult:
-    """One non-streaming attempt; the whole reply must arrive within ``timeout_s``."""
-    result = AttemptResult(started=time.perf_counter())
+    """One non-streaming attempt; the whole reply must arrive within ``timeout_s``.
+    ``result``: the caller's record, filled as the exchange goes (what a cancelled
+    attempt still knows)."""
+    if result is None:
+        result = AttemptResult(started=time.perf_counter())
     content = orjson.dumps(call.body)
     try:
         async with asyncio.timeout(timeout_s):
@@ -171,6 +175,7 @@ async def call_json(
                 "POST", call.url, content=content, headers=call.headers
             ) as response:
                 result.ttfb_s = time.perf_counter() - result.started
+                result.http_status = response.status_code  # also if the body stalls
                 body = await response.aread()
     except TimeoutError:
         result.failure = classify_transport(TransportFailure.TIMEOUT)
@@ -350,9 +355,11 @@ async def open_stream(
     first_token_s: float | None,
     idle_timeout_s: float,
     created: int,
+    result: AttemptResult | None = None,
 ) -> OpenStream | AttemptResult:
-    """Read until the first content token; a failure before it is a failed attempt."""
-    result = AttemptResult(started=time.perf_counter())
+    """Read until the first content token; a failure before it is a failed attempt.
+    ``result``: as for ``call_json``."""
+    result = result or AttemptResult(started=time.perf_counter())
     generator = _batches(client, dialect, call, created, result)
     buffered: list[dict[str, Any]] = []
     deadline = timeout_s if first_token_s is None else min(timeout_s, first_token_s)

@@ -223,3 +223,14 @@ def test_a_stream_waiting_for_its_first_token_is_in_flight_as_a_stream(
         other.close()
         assert seen == 1.0
         assert done.wait(10)
+
+
+def test_a_cancelled_stream_attempt_keeps_the_status_it_got(audited, upstream):
+    upstream.add("m1", ttft_ms=3000)  # 200 and headers at once, tokens much later
+    before = len(audited.requests_log())
+    with pytest.raises(httpx.ReadTimeout):
+        post_chat(audited, model="pa/m1", stream=True, timeout=0.8)
+    row = _new_row(audited, before, "client_closed")
+    [attempt] = audited.attempts_log(str(row["id"]))
+    assert (attempt["result"], attempt["http_status"]) == ("cancelled", 200)
+    assert attempt["ttfb_ms"] is not None
