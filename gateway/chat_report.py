@@ -180,17 +180,7 @@ class Reporting:
         """No call could be made in the last slot (an ``auto`` pool emptied by its
         filters, every candidate too small): the error with ``error.attempts`` and
         the ``X-OmniRoute-*`` headers, like any answer where nothing was served."""
-        metrics.bounded(metrics.REFUSALS, exc.code).inc()
-        self.rec.fail(
-            exc.status,
-            exc.code,
-            exc.message,
-            self.calls,
-            len(self.chain) > 1,
-            self.items,
-        )
-        self.rec.strategy = self._route_strategy()
-        self.ctx.record(self.rec)
+        self._record_failure(exc.status, exc.code, exc.message)
         return error_reply(
             exc.status,
             message=exc.message,
@@ -205,6 +195,17 @@ class Reporting:
                 served_model=None, attempts=self.calls, route=self.route
             ),
         )
+
+    def _record_failure(self, status: int, code: str, message: str) -> None:
+        """Log a request nothing served; decided without any call, it is also a
+        gateway-side refusal (``omniroute_refusals_total``)."""
+        self.rec.fail(
+            status, code, message, self.calls, len(self.chain) > 1, self.items
+        )
+        self.rec.strategy = self._route_strategy()
+        if self.calls == 0:
+            metrics.bounded(metrics.REFUSALS, code).inc()
+        self.ctx.record(self.rec)
 
     def _route_strategy(self) -> str | None:
         """A request nothing served: its combo's or auto route's strategy, if one."""
@@ -230,18 +231,7 @@ class Reporting:
             self.items, cooldown_retry_after_s=min(known) if known else None
         )
         attempts = [i.report() for i in self.items]
-        self.rec.fail(
-            result.status,
-            result.code,
-            result.message,
-            self.calls,
-            len(self.chain) > 1,
-            self.items,
-        )
-        self.rec.strategy = self._route_strategy()
-        if self.calls == 0:  # decided without a call: a gateway-side refusal
-            metrics.bounded(metrics.REFUSALS, result.code).inc()
-        self.ctx.record(self.rec)
+        self._record_failure(result.status, result.code, result.message)
         headers = omniroute_headers(
             served_model=None, attempts=self.calls, route=self.route
         )
