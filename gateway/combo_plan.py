@@ -37,6 +37,7 @@ from gateway.combo_reads import (
     strategy_record_key,
 )
 from gateway.combo_session import SessionPlanning
+from gateway.combo_slots import expanded_positions
 from gateway.engine.facts import Need, cache_key, input_tokens, needed_tokens, needs
 from gateway.engine.plan import connection_order
 from gateway.engine.ratelimits import MAX_AGE_SECONDS, quota_key
@@ -379,12 +380,19 @@ class _Planner(SessionPlanning, BatchedReads):
             state = self._lkgp_state(combo)
         by_key = {candidate.key: targets for candidate, targets in survivors}
         scope, honored = self._target_pin(combo, name, survivors)
+        configured = tuple(t.key for t in combo.targets)
+        ordered_from = tuple(c for c, _ in survivors)
+        if name == "round-robin" and expands(self.table, combo):
+            # rotate over the expanded connections, not the configured targets
+            configured, ordered_from = expanded_positions(
+                self.table, combo, ordered_from
+            )
 
         def order_on(record: Any) -> Ordering:
             return strategy.order(
                 OrderInput(
-                    survivors=tuple(c for c, _ in survivors),
-                    configured=tuple(t.key for t in combo.targets),
+                    survivors=ordered_from,
+                    configured=configured,
                     config=combo.config,
                     r_in=self.facts.r_in,
                     max_out=self.facts.max_out,

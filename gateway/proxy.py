@@ -43,6 +43,7 @@ from gateway.engine.sse import DONE, SSEDecoder
 from providers.upstream_client import (
     UpstreamConnectError,
     UpstreamPoolTimeout,
+    UpstreamReadError,
     UpstreamReadTimeout,
 )
 from providers.upstream_client import UpstreamError as UpstreamTransportError
@@ -101,6 +102,9 @@ class AttemptResult:
     ratelimit: list[tuple[str, str]] | None = None
     #: called on every read of stream bytes (the idle timer restarts, spec 02 §4)
     on_bytes: Callable[[], None] | None = None
+    #: a stream's usage as reported so far (spec 02 §11: an interrupted stream
+    #: bills the usage the upstream reported before it broke)
+    partial_usage: Callable[[], dict[str, Any] | None] | None = None
 
 
 def _ratelimit(headers: Any) -> list[tuple[str, str]] | None:
@@ -258,6 +262,8 @@ async def _batches(
             raise UpstreamStatusError(response.status_code, body, response.headers)
         decoder = SSEDecoder()
         translator = dialect.stream_translator(created=created)
+        result.partial_usage = translator.partial_usage
+        ending = _Ending()
         async for raw in response.aiter_raw():
             if result.on_bytes is not None:
                 result.on_bytes()  # keep-alive comments and pings count as bytes
@@ -270,12 +276,31 @@ async def _batches(
                     yield batch  # what came before the error is still relayed
                 raise
             if batch:
+                ending.saw(batch)
                 yield batch
         batch = []
         for event in decoder.flush():
             batch += translator.translate(event.event, _load(event.data))
         if batch:
+            ending.saw(batch)
             yield batch
+        if ending.content and not (ending.finish or translator.finished):
+            # closed cleanly but short: no finish_reason, no [DONE]/message_stop
+            raise UpstreamReadError("the upstream closed the stream before its end")
+
+
+class _Ending:
+    """Whether a stream brought content, and a sign that it ended on purpose."""
+
+    __slots__ = ("content", "finish")
+
+    def __init__(self) -> None:
+        self.content = False
+        self.finish = False
+
+    def saw(self, batch: list[dict[str, Any]]) -> None:
+        self.content = self.content or any(is_content_chunk(c) for c in batch)
+        self.finish = self.finish or any(has_finish(c) for c in batch)
 
 
 def _load(data: str) -> Any:

@@ -252,10 +252,10 @@ def _check_messages(body: dict[str, Any]) -> None:
     if "messages" not in body:
         raise _invalid("missing_parameter", "messages", "'messages' is required")
     messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        raise _invalid(
-            "invalid_type", "messages", "'messages' must be a non-empty list"
-        )
+    if not isinstance(messages, list):
+        raise _invalid("invalid_type", "messages", "'messages' must be a list")
+    if not messages:  # the right type, a value not allowed
+        raise _invalid("invalid_value", "messages", "'messages' must not be empty")
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise _invalid(

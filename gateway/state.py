@@ -53,6 +53,7 @@ class TableHolder:
             gone = _names(previous) - _names(table)
             if gone:
                 metrics.forget_labels(gone)
+            _reenable_new_credentials(previous, table)
         logger.info("routing table loaded: config version %s", table.version)
         return table
 
@@ -128,6 +129,26 @@ class TableHolder:
             return table
         finally:
             close_old_connections()
+
+
+def _secrets(table: RoutingTable) -> dict[str, str | None]:
+    return {
+        f"{provider.slug}@{conn.name}": conn.api_key
+        for provider in table.providers.values()
+        for conn in provider.connections
+    }
+
+
+def _reenable_new_credentials(previous: RoutingTable, table: RoutingTable) -> None:
+    """Spec 03 §8.3: saving new credentials clears an auth disable, whichever way
+    they were saved (admin, REST, ``import_config``, another node): every worker
+    sees the change when it rebuilds its table."""
+    from providers.health import board
+
+    before = _secrets(previous)
+    for key, secret in _secrets(table).items():
+        if key in before and before[key] != secret:
+            board.reenable(key)
 
 
 def _names(table: RoutingTable) -> set[str]:

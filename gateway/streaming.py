@@ -74,8 +74,10 @@ class StreamBody:
         if isinstance(usage, dict):
             self.usage = usage
         choices = chunk.get("choices")
-        if not choices and usage is not None and not self.loop.request.include_usage:
-            return None
+        if not self.loop.request.include_usage and "usage" in chunk:
+            if not choices and usage is not None:
+                return None  # the usage-only chunk the client did not ask for
+            del chunk["usage"]  # also when an upstream puts it on a content chunk
         if choices:
             for choice in choices:
                 delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -103,6 +105,10 @@ class StreamBody:
                 "code": "stream_interrupted",
             }
         tail["omniroute"] = self.loop.omniroute(self.target)
+        if self.loop.request.include_usage and self.usage is not None:
+            # the usage again on the last chunk: clients that keep the last chunk's
+            # usage (the openai SDK's stream helper) still see it
+            tail["usage"] = self.usage
         return sse_frame(tail) + DONE_FRAME
 
     async def _next(
@@ -187,6 +193,8 @@ class StreamBody:
         result = self.stream.result
         result.latency_s = self.item.latency_ms / 1000
         result.usage = self.usage
+        if result.usage is None and result.partial_usage is not None:
+            result.usage = result.partial_usage()  # broke before its usage chunk
         health_item = self._health_item()
         trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
         if health_item.reason is None:

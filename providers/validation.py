@@ -205,7 +205,8 @@ class Checker:
         ):
             self.error(name, "must be an integer")
             return default
-        value = int(value)
+        if isinstance(value, float):
+            value = data[name] = int(value)  # stored as the integer it is: 2.0 -> 2
         if (low is not None and value < low) or (high is not None and value > high):
             self.error(name, _range_text(low, high))
             return default

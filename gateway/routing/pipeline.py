@@ -300,7 +300,11 @@ def _usable_connections(target: Target) -> int:
 
 def _max_attempts(route: AutoRoute) -> int:
     value = route.config.get("maxAttempts") if route.combo is not None else None
-    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_ATTEMPTS
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # a row stored before validation normalised 2.0 to 2
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return DEFAULT_MAX_ATTEMPTS
+    return value
 
 
 def _task(request: AutoRequest) -> str:
@@ -353,7 +357,12 @@ def _apply_budget(
     fallback = request.budget_fallback
     if fallback is None and route.combo is not None:
         configured_fb = route.config.get("budgetFallback")
-        fallback = configured_fb if isinstance(configured_fb, str) else None
+        # the aliases of §5.2 (soft, hard, ...) are valid in the config too
+        fallback = (
+            budgets.parse_fallback(configured_fb)
+            if isinstance(configured_fb, str)
+            else None
+        )
     result = budgets.apply_budget(eligible, cap, fallback or "cheapest")
     decision.budget = {
         "cap": cap,
@@ -494,7 +503,8 @@ async def decide(
     decision.router_strategy = name
     decision.chaos = name == "chaos"
     if decision.budget["outcome"] == "cheapest":
-        decision.strategy = "rules"  # the cheapest fallback: no strategy, no exploring
+        # the cheapest fallback: no strategy, no exploring (chaos stays chaos, §1.4)
+        decision.strategy = "chaos" if decision.chaos else "rules"
         order = eligible
     else:
         order = await _select(request, env, decision, eligible, needs_, features)

@@ -427,11 +427,18 @@ def test_missing_messages_is_missing_parameter(refusal):
     )
 
 
-@pytest.mark.parametrize("messages", ["hi", None, {}, [], 5])
-def test_messages_not_a_non_empty_list_is_invalid_type(refusal, messages):
+@pytest.mark.parametrize("messages", ["hi", None, {}, 5])
+def test_messages_not_a_list_is_invalid_type(refusal, messages):
     body = {"model": "pa/m1", "messages": messages}
 
     assert refusal(body, with_messages=False) == (400, "invalid_type", "messages")
+
+
+def test_an_empty_messages_list_is_invalid_value(refusal):
+    # the right type, a value not allowed (spec 01 error codes)
+    body = {"model": "pa/m1", "messages": []}
+
+    assert refusal(body, with_messages=False) == (400, "invalid_value", "messages")
 
 
 def test_message_that_is_not_an_object_is_named_by_index(refusal):

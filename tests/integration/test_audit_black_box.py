@@ -57,6 +57,10 @@ api_keys:
     for resource, field, value in (
         ("providers", "slug", "pv"),
         ("api-keys", "name", "narrow"),
+        ("combos", "name", "audit-thrifty"),
+        ("combos", "name", "audit-strict"),
+        ("combos", "name", "audit-outer"),
+        ("combos", "name", "audit-inner"),
     ):
         rows = httpx.get(f"{gateway.url}/api/{resource}", headers=admin).json()
         for row in rows:
@@ -234,3 +238,71 @@ def test_a_cancelled_stream_attempt_keeps_the_status_it_got(audited, upstream):
     [attempt] = audited.attempts_log(str(row["id"]))
     assert (attempt["result"], attempt["http_status"]) == ("cancelled", 200)
     assert attempt["ttfb_ms"] is not None
+
+
+def _pa_key(mock_url: str, key: str) -> str:
+    return f"""
+providers:
+  - slug: pa
+    kind: openai
+    base_url: {mock_url}
+    connections:
+      - name: main
+        api_key: {key}
+    models:
+      - id: m1
+        input_cost: 0.05
+        output_cost: 0.40
+        context_window: 400000
+"""
+
+
+def test_new_credentials_from_an_import_clear_an_auth_disable(audited, mock, upstream):
+    upstream.add("m1", status=401, times=1)
+    assert post_chat(audited, model="pa/m1").status_code == 502
+    skipped = post_chat(audited, model="pa/m1")
+    assert skipped.json()["error"]["attempts"][0]["reason"] == "auth_disabled"
+    try:
+        result = audited.apply(_pa_key(mock.url, "sk-upstream-secret-pa-rotated-0001"))
+        assert result.returncode == 0, result.stderr
+        assert post_chat(audited, model="pa/m1").status_code == 200
+    finally:
+        restored = audited.apply(_pa_key(mock.url, "sk-upstream-secret-pa-1234567890"))
+        assert restored.returncode == 0, restored.stderr
+
+
+def _stream_events(response: httpx.Response) -> list:
+    return [
+        json.loads(line[6:])
+        for line in response.text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+
+
+def test_the_last_chunk_repeats_the_usage_a_client_asked_for(audited, upstream):
+    asked = post_chat(
+        audited, model="pa/m1", stream=True, stream_options={"include_usage": True}
+    )
+    events = _stream_events(asked)
+    assert "omniroute" in events[-1]
+    assert events[-1]["usage"] == events[-2]["usage"]  # the usage chunk, then again
+    plain = _stream_events(post_chat(audited, model="pa/m1", stream=True))
+    assert all("usage" not in event for event in plain)
+
+
+def test_a_budget_fallback_alias_in_a_combo_routes(audited, upstream):
+    result = audited.apply("""
+combos:
+  - name: audit-thrifty
+    strategy: auto
+    config: {auto: {budgetCap: 0.000000001, budgetFallback: soft, maxAttempts: 2.0}}
+  - name: audit-strict
+    strategy: auto
+    config: {auto: {budgetCap: 0.000000001, budgetFallback: hard}}
+""")
+    assert result.returncode == 0, result.stderr
+    cheap = post_chat(audited, model="audit-thrifty")
+    assert cheap.status_code == 200, cheap.text  # soft = cheapest
+    strict = post_chat(audited, model="audit-strict")
+    assert strict.status_code == 402, strict.text  # hard = strict
+    assert strict.json()["error"]["code"] == "budget_exceeded"

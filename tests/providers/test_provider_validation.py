@@ -338,3 +338,9 @@ def test_an_empty_capability_list_is_known_to_be_empty() -> None:
     clean = validate_model({"id": "m1", "capabilities": []}, check)
 
     assert (clean["capabilities"], clean["tier"]) == ([], "")
+
+
+def test_an_integral_float_is_stored_as_the_integer_it_is() -> None:
+    data = {"maxAttempts": 2.0}
+    assert Checker("").integer(data, "maxAttempts", 1, 10) == 2
+    assert type(data["maxAttempts"]) is int  # what is saved is 2, not 2.0

@@ -438,6 +438,10 @@ class AnthropicStreamTranslator:
     def finished(self) -> bool:
         return self._finished
 
+    def partial_usage(self) -> JSON | None:
+        """``message_start``'s input counts (and any output count since)."""
+        return map_usage(self._usage) if self._usage else None
+
     def translate(self, event: str | None, data: Any) -> list[JSON]:
         if data == DONE or not isinstance(data, dict):
             return []

@@ -55,6 +55,11 @@ class StreamTranslator(Protocol):
         """
         ...
 
+    def partial_usage(self) -> JSON | None:
+        """The usage the upstream reported so far, OpenAI-shaped, for a stream that
+        breaks before its usage chunk; None when it reports usage only at the end."""
+        ...
+
     @property
     def finished(self) -> bool:
         """True once the upstream signalled the normal end of the stream."""

@@ -32,7 +32,8 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
             code = error.get("code")
             kind = error.get("type")
             return UpstreamError(
-                message=str(error.get("message") or ""),
+                # a body without a message ({"detail": [...]}, FastAPI/vLLM): its text
+                message=str(error.get("message") or "") or text[:2000],
                 code=str(code) if code is not None else None,
                 type=str(kind) if kind is not None else None,
                 param=param if isinstance(param, str) else None,
@@ -49,6 +50,9 @@ class OpenAIStreamTranslator:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    def partial_usage(self) -> JSON | None:
+        return None  # OpenAI reports usage once, in the last chunk
 
     def translate(self, event: str | None, data: Any) -> list[JSON]:
         if data == DONE:
