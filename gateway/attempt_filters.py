@@ -12,8 +12,9 @@ model's window or capabilities are known, so a caller can compute them lazily.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from typing import Any
 
-from gateway.engine.facts import Need
+from gateway.engine.facts import Need, needed_tokens, needs
 from gateway.engine.failover import Item
 from gateway.engine.types import Target
 from gateway.health_glue import conn_key
@@ -79,3 +80,15 @@ def skip_item(target: Target, slot: int, skip: Skip) -> Item:
         retry_after_s=skip.retry_after_s,
         unmet_param=skip.unmet_param,
     )
+
+
+def skip_detail(skip: Skip, target: Target, body: dict[str, Any]) -> str:
+    """Why, in words, for explain_route ("" when the reason says it all)."""
+    if skip.reason == "already_attempted":
+        return "tried in an earlier slot"
+    if skip.reason == "context_too_large":
+        return f"window {target.model.context_window} < {needed_tokens(body)}"
+    if skip.reason == "capability_mismatch":
+        lacking = [n.capability for n in needs(body) if n.param == skip.unmet_param]
+        return f"lacks {lacking[0]}" if lacking else ""
+    return ""

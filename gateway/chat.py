@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from gateway import auto as auto_glue
 from gateway import limits, proxy, relay, smart_routes
 from gateway.accounting import result_of
@@ -55,7 +53,7 @@ from gateway.health_glue import (
     remember_good,
 )
 from gateway.outcome import RunRecord
-from gateway.requests import ChatRequest, RequestError, parse_chat_request
+from gateway.requests import ChatRequest, RequestError, model_sent, parse_chat_request
 from gateway.responses import (
     JSONReply,
     stream_headers,
@@ -125,7 +123,7 @@ async def handle_chat(
         )
     except (RequestError, ChainError) as exc:
         if not run.requested_model:
-            run.requested_model = _model_sent(raw)
+            run.requested_model = model_sent(raw)
         return _with_tier(refusal(ctx, exc, run), run)
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
@@ -147,23 +145,6 @@ async def handle_chat(
         if run.limits is not None:  # ended before a record reached the front door
             run.limits(run)
         raise
-
-
-def _model_sent(raw: bytes) -> str:
-    """The model string of a body that failed validation, for its log row (spec 06
-    §1.1); empty when the body has none (not JSON, not an object, no string)."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return ""
-    if not isinstance(body, dict):
-        return ""
-    model = body.get("model")
-    models = body.get("models")
-    if not isinstance(model, str) and isinstance(models, list) and models:
-        first = models[0]
-        model = first.get("model") if isinstance(first, dict) else first
-    return model[:256] if isinstance(model, str) else ""
 
 
 def _with_tier(

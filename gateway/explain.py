@@ -37,7 +37,7 @@ import orjson
 
 from gateway import auto as auto_glue
 from gateway import smart_routes
-from gateway.attempt_filters import pre_call_skip
+from gateway.attempt_filters import pre_call_skip, skip_detail
 from gateway.auto import auto_route
 from gateway.combo_plan import RequestFacts, plan_combo, request_facts
 from gateway.combo_reads import MAX_DEPTH, expands
@@ -266,15 +266,7 @@ def _dispatch_skip(run: _Run, target: Target) -> tuple[str, float | None, str] |
     )
     if found is None:
         return None
-    detail = ""
-    if found.reason == "already_attempted":
-        detail = "tried in an earlier slot"
-    elif found.reason == "context_too_large":
-        detail = f"window {target.model.context_window} < {needed_tokens(body)}"
-    elif found.reason == "capability_mismatch":
-        lacking = [n.capability for n in needs(body) if n.param == found.unmet_param]
-        detail = f"lacks {lacking[0]}" if lacking else ""
-    return found.reason, found.retry_after_s, detail
+    return found.reason, found.retry_after_s, skip_detail(found, target, body)
 
 
 def _health(target: Target, now: float) -> dict[str, Any]:

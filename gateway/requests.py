@@ -326,3 +326,20 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             k: body[k] for k in ("session_id", "litellm_session_id") if k in body
         },
     )
+
+
+def model_sent(raw: bytes) -> str:
+    """The model string of a body that failed validation, for its log row (spec 06
+    §1.1); empty when the body has none (not JSON, not an object, no string)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    model = body.get("model")
+    models = body.get("models")
+    if not isinstance(model, str) and isinstance(models, list) and models:
+        first = models[0]
+        model = first.get("model") if isinstance(first, dict) else first
+    return model[:256] if isinstance(model, str) else ""
