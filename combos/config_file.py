@@ -87,7 +87,22 @@ class ConfigFileError(Exception):
 class _Loader(yaml.SafeLoader):
     """YAML 1.1 minus its extra booleans: only true/false are booleans, so the
     ``on:`` key of ``failover_defaults`` (spec 02 §13) stays a string and a
-    ``yes``/``no`` value is rejected instead of silently becoming a bool."""
+    ``yes``/``no`` value is rejected instead of silently becoming a bool.  A key
+    given twice in one mapping is an error (the later one would silently win)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -106,6 +121,10 @@ def load_yaml(text: str) -> dict[str, Any]:
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ConfigFileError([Problem("", f"not valid YAML: {exc}")]) from exc
+    except RecursionError:
+        raise ConfigFileError(
+            [Problem("", "not valid YAML: nested too deeply")]
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

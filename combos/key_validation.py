@@ -82,7 +82,7 @@ def validate_failover_defaults(  # noqa: C901, PLR0912
             where = f"models[{position}]"
             if not isinstance(model, str) or not model:
                 sub.error(where, "must be a non-empty model string")
-            elif not index.resolves(model):
+            elif model not in index.smart_aliases and not index.resolves(model):
                 sub.error(where, f"unknown model '{model}'")
             elif allowed is not None and not _permitted(model, index, allowed):
                 sub.error(where, f"'{model}' is not permitted by allowed_models")
@@ -119,6 +119,8 @@ def _permitted(model: str, index: ConfigIndex, allowed: list[str]) -> bool:
 def _identity(model: str, index: ConfigIndex) -> str:
     """Spec 02 §2 identity: ``combo:<name>``, the auto route id, ``provider/model``
     or ``*/<id>`` (compared ignoring case)."""
+    if model in index.smart_aliases:  # an alias is itself (spec 05 §2.1)
+        return f"alias:{model}"
     resolved = (index.resolved_name(model) or model).lower()
     if model.lower().removeprefix("combo/") in index.combos:
         return f"combo:{resolved}"

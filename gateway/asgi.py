@@ -28,6 +28,7 @@ from gateway.context import (
     ChatContext,
     StreamReply,
     authenticate_request,
+    client_left_early,
     refuse_oversize,
 )
 from gateway.engine.types import KeyPolicy, RoutingTable
@@ -218,7 +219,9 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
         await persist.flush()
         await send_json(send, reply)
         return
-    except ClientGone:
+    except ClientGone:  # spec 06 §1.1: an authenticated request is logged
+        ctx.record(client_left_early(ctx, key))
+        await persist.flush()
         return
     with drain.registry.track(asyncio.current_task()) as guard:
         ctx.record = _cut_aware(persist, guard)

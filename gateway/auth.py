@@ -36,7 +36,8 @@ def authenticate(
         raise RequestError(
             401,
             "invalid_api_key",
-            "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'",
+            "Missing API key: put the key in the x-api-key header, or in the "
+            "Authorization header after Bearer",
             error_type="authentication_error",
         )
     digest = key_digest(key)

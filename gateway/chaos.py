@@ -182,16 +182,17 @@ async def _cancel(
 
 
 def _cancelled(loop: AttemptLoop, target: Target, index: int, started: float) -> None:
-    """A member that lost the race: logged ``cancelled``, no health effect."""
+    """A member that lost the race: logged ``cancelled``, no health effect, and an
+    item of the report, so its ``calls`` add up to ``X-OmniRoute-Attempts``."""
     item = Item(
         model=target.model_key,
         slot=index,
         via=target.via,
         status="failed",
         reason="client_cancelled",
-        detail="chaos_cancelled",
         latency_ms=int((time.time() - started) * 1000),
         connection=target.connection.name,
     )
+    loop.items.append(item)
     loop.rec.add_attempt(target, item, started, None, result="cancelled")
     attempt_abandoned(target)

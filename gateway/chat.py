@@ -44,8 +44,10 @@ from gateway.engine.plan import (
     build_chain,
     effective_options,
     plan_targets,
+    with_defaults,
 )
 from gateway.engine.relay import with_handoff
+from gateway.engine.resolve import ModelNotFound, UnknownAutoVariant, resolve
 from gateway.engine.types import CompositeUnit, KeyPolicy, PlannedUnit, Target
 from gateway.health_glue import (
     conn_key,
@@ -95,36 +97,26 @@ async def handle_chat(
         if session is not None:
             run.session_id, run.session_source = session.id, session.source
         scoped = session_key(key, session)
+        warnings: list[str] = []
+        # spec 05 §2.1: the chain is built first (a smart alias as sent), then
+        # every alias entry is replaced by its tier target, then resolved
+        sent = request.entry_specs()
+        if not request.explicit_chain:
+            sent = with_defaults(ctx.table, key, sent, warnings)
         entries, tier = smart_routes.apply(
-            ctx.table,
-            tuple(
-                EntrySpec(
-                    model=e.model,
-                    param=e.param,
-                    timeout_ms=e.timeout_ms,
-                    first_token_timeout_ms=e.first_token_timeout_ms,
-                )
-                for e in request.entries
-            ),
-            request.body,
-            ctx.headers,
-            scoped,
-            key=key,
+            ctx.table, sent, request.body, ctx.headers, scoped, key=key
         )
         if tier is not None:
             run.smart(tier)
-        warnings: list[str] = []
-        chain = build_chain(
-            ctx.table,
-            key,
-            entries,
-            explicit=request.explicit_chain,
-            warnings=warnings,
-        )
+        chain = build_chain(ctx.table, key, entries, explicit=True, warnings=warnings)
     except (RequestError, ChainError) as exc:
         if not run.requested_model:
             run.requested_model = model_sent(raw)
+        if exc.code == "model_not_allowed":  # resolved, then refused: not unresolved
+            run.route = "chain" if len(entries) > 1 else _route_of(ctx, entries[0])
         return _with_tier(refusal(ctx, exc, run), run)
+    # spec 06 §1.1: a request refused after resolution (limits) logs its route
+    run.route = "chain" if len(chain) > 1 else chain[0].resolved.route
     for warning in warnings:
         logger.warning("failover defaults: %s", warning)
     if limits.applies(key):  # spec 08 §6: before any upstream call
@@ -145,6 +137,13 @@ async def handle_chat(
         if run.limits is not None:  # ended before a record reached the front door
             run.limits(run)
         raise
+
+
+def _route_of(ctx: ChatContext, entry: EntrySpec) -> str:
+    try:
+        return resolve(ctx.table, entry.model).route
+    except (UnknownAutoVariant, ModelNotFound):
+        return "unresolved"
 
 
 def _with_tier(

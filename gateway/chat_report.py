@@ -91,7 +91,11 @@ class Reporting:
     def refused(self, exc: RequestError) -> JSONReply:
         """A gateway refusal met while planning a slot (spec 02 §5): the request ends
         with it, and the items of the earlier slots are listed in ``error.attempts``."""
+        self.rec.failover = len(self.chain) > 1  # spec 06 §1.1: a chain ran
         reply = refusal(self.ctx, exc, self.rec)
+        reply.headers.extend(
+            omniroute_headers(served_model=None, attempts=self.calls, route=self.route)
+        )
         if self.items:
             reply.body = orjson.dumps(
                 error_body(

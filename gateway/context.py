@@ -111,3 +111,17 @@ def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> JSONReply:
     )
     exc = RequestError(413, "body_too_large", f"Request body exceeds {limit} bytes")
     return refusal(ctx, exc, run)
+
+
+def client_left_early(ctx: ChatContext, key: KeyPolicy) -> RunRecord:
+    """The record of a client that went away before its body had arrived."""
+    run = RunRecord.start(
+        ctx.request_id,
+        ctx.endpoint,
+        key,
+        ctx.table.version,
+        ctx.received_at,
+        ctx.started,
+    )
+    run.client_closed(499, False)
+    return run

@@ -42,7 +42,13 @@ from gateway.auto import auto_route
 from gateway.combo_plan import RequestFacts, plan_combo, request_facts
 from gateway.combo_reads import MAX_DEPTH, expands
 from gateway.engine.facts import cache_key, needed_tokens, needs
-from gateway.engine.plan import ChainError, EntrySpec, Slot, build_chain, plan_targets
+from gateway.engine.plan import (
+    ChainError,
+    Slot,
+    build_chain,
+    plan_targets,
+    with_defaults,
+)
 from gateway.engine.strategies import REGISTRY
 from gateway.engine.types import (
     ComboInfo,
@@ -522,15 +528,9 @@ def _chain(
     warnings: list[str],
     report: dict[str, Any],
 ) -> list[Slot]:
-    entries = tuple(
-        EntrySpec(
-            model=e.model,
-            param=e.param,
-            timeout_ms=e.timeout_ms,
-            first_token_timeout_ms=e.first_token_timeout_ms,
-        )
-        for e in request.entries
-    )
+    entries = request.entry_specs()
+    if not request.explicit_chain:  # the chain as sent first (spec 05 §2.1)
+        entries = with_defaults(table, key, entries, warnings)
     # spec 05 §2.1: a smart alias is replaced by its tier target before resolution
     # (classified here without a session: no pin is read, written or counted)
     entries, tier = smart_routes.apply(
@@ -546,9 +546,7 @@ def _chain(
             "target": tier.target,
             "mode": tier.mode,
         }
-    return build_chain(
-        table, key, entries, explicit=request.explicit_chain, warnings=warnings
-    )
+    return build_chain(table, key, entries, explicit=True, warnings=warnings)
 
 
 def explain(

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
+from gateway import jsonload
 from gateway.engine.dialects import (
     BadUpstreamResponse,
     Dialect,
@@ -207,7 +208,7 @@ def _finish_json(
     result.http_status = status
     result.ratelimit = _ratelimit(response.headers)
     try:
-        completion = dialect.parse_completion(orjson.loads(body), created=created)
+        completion = dialect.parse_completion(jsonload.loads(body), created=created)
     except (orjson.JSONDecodeError, BadUpstreamResponse) as exc:
         result.failure = bad_response()
         result.error = UpstreamError(message=f"unusable upstream reply: {exc}")
@@ -307,7 +308,7 @@ def _load(data: str) -> Any:
     if data == DONE:
         return DONE
     try:
-        return orjson.loads(data)
+        return jsonload.loads(data)
     except orjson.JSONDecodeError as exc:
         raise BadUpstreamResponse(f"stream event is not JSON: {data[:200]}") from exc
 

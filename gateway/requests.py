@@ -12,7 +12,9 @@ from typing import Any
 
 import orjson
 
+from gateway import jsonload
 from gateway.engine.errors import RETRYABLE_REASONS
+from gateway.engine.plan import EntrySpec
 
 GATEWAY_FIELDS = (
     "models",
@@ -91,6 +93,18 @@ class ChatRequest:
     #: ``session_id`` / ``litellm_session_id`` as sent (never forwarded, 05 §1.1)
     session_fields: dict[str, Any] = field(default_factory=dict)
 
+    def entry_specs(self) -> tuple[EntrySpec, ...]:
+        """The chain entries as sent, in the planner's terms."""
+        return tuple(
+            EntrySpec(
+                model=e.model,
+                param=e.param,
+                timeout_ms=e.timeout_ms,
+                first_token_timeout_ms=e.first_token_timeout_ms,
+            )
+            for e in self.entries
+        )
+
 
 def _invalid(code: str, param: str | None, message: str) -> RequestError:
     return RequestError(400, code, message, param=param)
@@ -115,7 +129,7 @@ def _check_range(value: Any, bounds: tuple[int, int], param: str) -> int:
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     try:
-        body = orjson.loads(raw)
+        body = jsonload.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise _invalid(
             "invalid_json", None, f"Request body is not valid JSON: {exc}"

@@ -35,12 +35,15 @@ logger = logging.getLogger("omniroute.gateway")
 READYZ_PING_MAX_S = 1.0  # a probe never waits longer on a silent Redis
 
 
-def _error(exc: RequestError) -> HttpResponse:
+def _error(exc: RequestError, headers: dict[str, str] | None = None) -> HttpResponse:
     body = error_body(
         message=exc.message, error_type=exc.error_type, code=exc.code, param=exc.param
     )
     return HttpResponse(
-        orjson.dumps(body), status=exc.status, content_type="application/json"
+        orjson.dumps(body),
+        status=exc.status,
+        content_type="application/json",
+        headers=headers,
     )
 
 
@@ -76,7 +79,18 @@ def model_list(table: RoutingTable, key: KeyPolicy) -> list[dict[str, object]]:
     return [e for e in entries if _allowed(key, str(e["id"]))]
 
 
+def _get_only(request: HttpRequest) -> HttpResponse | None:
+    if request.method in ("GET", "HEAD"):
+        return None
+    return _error(
+        RequestError(405, "method_not_allowed", "Use GET"), headers={"Allow": "GET"}
+    )
+
+
 async def models_view(request: HttpRequest) -> HttpResponse:
+    refused = _get_only(request)
+    if refused is not None:
+        return refused
     table = await tables.ensure()
     headers = {k.lower(): v for k, v in request.headers.items()}
     try:
@@ -161,8 +175,11 @@ async def readyz(request: HttpRequest) -> HttpResponse:
 
 async def metrics_view(request: HttpRequest) -> HttpResponse:
     token = settings.OMNIROUTE_METRICS_TOKEN
-    presented = request.headers.get("Authorization", "").encode()
-    if token and not hmac.compare_digest(presented, f"Bearer {token}".encode()):
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if token and (
+        scheme.lower() != "bearer"
+        or not hmac.compare_digest(presented.strip().encode(), token.encode())
+    ):
         return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
     table = tables.table
     if table is not None:
@@ -209,6 +226,9 @@ def _read_job_successes() -> None:
 
 async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
     """``GET /v1/models/{id}``: one entry of the list this key sees, else 404."""
+    refused = _get_only(request)
+    if refused is not None:
+        return refused
     table = await tables.ensure()
     headers = {k.lower(): v for k, v in request.headers.items()}
     try:
@@ -240,4 +260,30 @@ async def v1_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
             f"Unknown endpoint {request.path}",
             error_type="not_found_error",
         )
+    )
+
+
+def _html_ok(request: HttpRequest) -> bool:
+    """The admin (and its login) renders Django's own error pages."""
+    return request.path.startswith("/admin/")
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400``: a refused request (e.g. a ``Host`` outside ``ALLOWED_HOSTS``)
+    gets the OpenAI error envelope, never an HTML page (spec 01: all JSON)."""
+    if _html_ok(request):
+        from django.views.defaults import bad_request as django_bad_request
+
+        return django_bad_request(request, exception)
+    return _error(RequestError(400, "bad_request", "Bad request"))
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: an unexpected error is the ``internal_error`` envelope."""
+    if _html_ok(request):
+        from django.views.defaults import server_error as django_server_error
+
+        return django_server_error(request)
+    return _error(
+        RequestError(500, "internal_error", "Internal error", error_type="api_error")
     )

@@ -59,3 +59,7 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics_view, name="metrics"),
 ]
+
+# spec 01: JSON errors everywhere but the admin
+handler400 = "gateway.views.bad_request"
+handler500 = "gateway.views.server_error"

@@ -219,6 +219,14 @@ class ProviderForm(forms.ModelForm):
             {k: data.get(k) for k in ("slug", "kind", "base_url") if data.get(k)}, check
         )
         _apply_problems(self, check, {})
+        slug = data.get("slug")
+        if isinstance(slug, str) and "slug" not in self.errors:
+            # slugs resolve ignoring case (spec 03 §1), as REST and YAML check
+            clash = Provider.objects.filter(slug__iexact=slug)
+            if self.instance.pk:
+                clash = clash.exclude(pk=self.instance.pk)
+            if clash.exists():
+                self.add_error("slug", f"a provider '{clash[0].slug}' already exists")
         return data
 
 

@@ -144,18 +144,41 @@ def resolve_entries(
     return slots
 
 
-def _defaults_chain(
-    table: RoutingTable, key: KeyPolicy, first: Slot, warnings: list[str]
-) -> list[Slot] | None:
-    defaults = key.failover_defaults
-    if defaults is None or not defaults.models:
+def _entry_identity(table: RoutingTable, entry: EntrySpec) -> str | None:
+    """Spec 02 §2 identity of an entry as sent; a smart alias is itself until the
+    chain is built (spec 05 §2.1); None when it does not resolve."""
+    if entry.model in table.smart_routes:
+        return f"alias:{entry.model}"
+    try:
+        return resolve(table, entry.model).identity
+    except (UnknownAutoVariant, ModelNotFound):
         return None
-    usable: list[Slot] = []
+
+
+def with_defaults(
+    table: RoutingTable,
+    key: KeyPolicy,
+    entries: tuple[EntrySpec, ...],
+    warnings: list[str],
+) -> tuple[EntrySpec, ...]:
+    """Spec 02 §2 rule 3 on the entries as sent: a single ``model`` equal (by
+    identity) to an entry of the key's ``failover_defaults.models`` continues with
+    the entries after it.  Smart aliases are matched as sent and substituted later.
+    Stale default entries are dropped and reported through ``warnings``."""
+    defaults = key.failover_defaults
+    if defaults is None or not defaults.models or len(entries) != 1:
+        return entries
+    first = _entry_identity(table, entries[0])
+    if first is None:
+        return entries  # its refusal comes when the chain is resolved
+    usable: list[EntrySpec] = []
     stale: list[str] = []
     for index, model in enumerate(defaults.models):
         spec = EntrySpec(model=model, param=f"failover_defaults.models[{index}]")
         try:
-            usable.append(Slot(entry=spec, resolved=resolve_entry(table, key, spec)))
+            if model not in table.smart_routes:
+                resolve_entry(table, key, spec)
+            usable.append(spec)
         except ChainError:
             stale.append(f"'{model}'")
     if stale:  # spec 02 §2: one line per request, naming the key and the entries
@@ -163,11 +186,10 @@ def _defaults_chain(
             f"key {key.name}: dropping stale failover default entries "
             + ", ".join(stale)
         )
-    for index, slot in enumerate(usable):
-        if slot.resolved.identity == first.resolved.identity:
-            tail = usable[index + 1 :]
-            return [first, *tail]
-    return None
+    for index, spec in enumerate(usable):
+        if _entry_identity(table, spec) == first:
+            return (entries[0], *usable[index + 1 :])
+    return entries
 
 
 def build_chain(
@@ -180,18 +202,22 @@ def build_chain(
 ) -> list[Slot]:
     """Resolve the chain (spec 02 §2 rules 1-4); duplicates collapse to the first.
 
-    ``explicit`` is true for rules 1-2 (``models``, ``fallback_models``); otherwise the
-    key's ``failover_defaults`` may extend a single ``model`` (rule 3).  Stale default
-    entries are dropped and reported through ``warnings``, never to the client.
+    ``explicit`` is true for rules 1-2 (``models``, ``fallback_models``) and for
+    entries ``with_defaults`` has already extended; otherwise the key's
+    ``failover_defaults`` may extend a single ``model`` (rule 3) here.  An entry
+    substituted for a smart alias keeps the alias as its identity, so duplicates
+    are those of the chain as sent (spec 05 §2.1).
     """
-    slots = resolve_entries(table, key, entries)
     if not explicit:
-        slots = _defaults_chain(table, key, slots[0], warnings) or slots
+        entries = with_defaults(table, key, entries, warnings)
+    slots = resolve_entries(table, key, entries)
     seen: set[str] = set()
     unique: list[Slot] = []
     for slot in slots:
-        if slot.resolved.identity not in seen:
-            seen.add(slot.resolved.identity)
+        alias = slot.entry.alias
+        identity = f"alias:{alias}" if alias is not None else slot.resolved.identity
+        if identity not in seen:
+            seen.add(identity)
             unique.append(slot)
     return unique
 

@@ -18,10 +18,11 @@ import uuid
 import httpx
 import pytest
 
-from tests.integration.conftest import post_chat
+from tests.integration.conftest import KEY_PA_ONLY, post_chat
 
 pytestmark = pytest.mark.integration
 KEY_NARROW = "sk-or-test-narrow-pool-00000000000000000000000000"
+KEY_DEFAULTS = "sk-or-test-defaults-alias-000000000000000000000"
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +46,17 @@ combos:
   - name: audit-outer
     strategy: priority
     targets: [{{combo: audit-inner}}, {{model: pb/m2}}]
+smart_routes:
+  - alias: audit-smart
+    easy: pa/m1
+    hard: pb/m2
 api_keys:
   - name: narrow
     key: {KEY_NARROW}
     allowed_models: ["auto*", "pv/*"]
+  - name: defaults-alias
+    key: {KEY_DEFAULTS}
+    failover_defaults: {{models: [audit-smart, pb/m2]}}
 """)
     assert result.returncode == 0, result.stderr
     yield gateway
@@ -57,6 +65,8 @@ api_keys:
     for resource, field, value in (
         ("providers", "slug", "pv"),
         ("api-keys", "name", "narrow"),
+        ("api-keys", "name", "defaults-alias"),
+        ("smart-routes", "alias", "audit-smart"),
         ("combos", "name", "audit-thrifty"),
         ("combos", "name", "audit-strict"),
         ("combos", "name", "audit-outer"),
@@ -306,3 +316,58 @@ combos:
     strict = post_chat(audited, model="audit-strict")
     assert strict.status_code == 402, strict.text  # hard = strict
     assert strict.json()["error"]["code"] == "budget_exceeded"
+
+
+def test_a_chaos_slots_items_add_up_to_the_attempts_header(audited, upstream):
+    upstream.add("m1", status=500)
+    upstream.add("m2", latency_ms=300)  # loses the race, is cancelled
+    response = post_chat(audited, models=["pa/m1", "auto/chaos"])
+    assert response.status_code == 200, response.text
+    attempts = response.json()["omniroute"]["failover"]["attempts"]
+    assert sum(a["calls"] for a in attempts) == int(
+        response.headers["x-omniroute-attempts"]
+    )
+    assert any(a["reason"] == "client_cancelled" for a in attempts)
+
+
+def test_a_smart_alias_is_its_own_chain_entry(audited, upstream):
+    # spec 05 §2.1: the chain is built with the alias as sent, then substituted
+    response = post_chat(audited, models=["audit-smart", "pa/m1"])
+    assert response.status_code == 200, response.text
+    omni = response.json()["omniroute"]
+    assert (omni["route"], omni["served_model"]) == ("chain", "pa/m1")
+    assert response.headers["x-omniroute-tier"] == "easy"
+
+
+def test_a_smart_alias_in_failover_defaults_extends_the_chain(audited, upstream):
+    upstream.add("m1", status=500)
+    response = post_chat(audited, key=KEY_DEFAULTS, model="audit-smart")
+    assert response.status_code == 200, response.text
+    omni = response.json()["omniroute"]
+    assert (omni["route"], omni["served_model"]) == ("chain", "pb/m2")
+    assert [a["model"] for a in omni["failover"]["attempts"]] == ["pa/m1", "pb/m2"]
+
+
+def test_a_refusal_mid_chain_carries_the_headers_and_logs_the_chain(audited, upstream):
+    upstream.add("m1", status=500)
+    before = len(audited.requests_log())
+    response = post_chat(
+        audited,
+        models=["pa/m1", "auto"],
+        headers={
+            "X-OmniRoute-Budget": "0.0000001",
+            "X-OmniRoute-Budget-Fallback": "strict",
+        },
+    )
+    assert response.status_code == 402, response.text
+    assert response.headers["x-omniroute-attempts"] == "1"
+    assert response.headers["x-omniroute-route"] == "chain"
+    row = _new_row(audited, before, "refused")
+    assert (row["route"], row["failover"]) == ("chain", 1)
+
+
+def test_a_refusal_of_a_resolved_model_logs_its_route(audited, upstream):
+    before = len(audited.requests_log())
+    response = post_chat(audited, key=KEY_PA_ONLY, model="team")
+    assert response.status_code == 403
+    assert _new_row(audited, before, "refused")["route"] == "combo:team"

@@ -281,7 +281,9 @@ def test_fusion_streams_the_judge_with_summed_usage(composites, client, upstream
     )
     assert text == "the verdict"
     assert chunks[-1]["omniroute"]["served_model"] == "pa/m1"
-    [usage] = [c["usage"] for c in chunks if c.get("usage")]
+    # the usage chunk, repeated on the final omniroute chunk (docs/decisions.md)
+    usage, *repeated = [c["usage"] for c in chunks if c.get("usage")]
+    assert repeated == [usage]
     rows = _last_attempts(composites, 4)
     assert usage["prompt_tokens"] == sum(r["prompt_tokens"] for r in rows)
     assert all(r["billable"] for r in rows)

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         path = options["file"]
         try:
             text = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:  # missing, unreadable, not UTF-8
             raise CommandError(f"cannot read {path}: {exc}") from exc
         try:
             report = import_config(text, prune=options["prune"])

@@ -1,6 +1,7 @@
-"""``import_config --prune`` refuses to leave rows of unlisted kinds dangling (spec
-07: prune deletes rows of the *listed* kinds; 03 §2.1: a referenced combo is not
-deleted)."""
+"""Configuration that would leave the database inconsistent is refused: ``--prune``
+never leaves rows of unlisted kinds dangling (spec 07; 03 §2.1: a referenced combo is
+not deleted), a YAML key given twice is an error, and the admin checks provider slugs
+ignoring case, as REST and YAML do."""
 
 from __future__ import annotations
 
@@ -84,3 +85,27 @@ def test_pruning_an_api_key_with_a_stored_override_is_refused(
         "for channel 'coding'"
     ]
     assert CandidateOverride.objects.count() == 1
+
+
+def test_a_key_given_twice_in_one_mapping_is_a_problem(
+    import_problems: Callable[..., list[str]],
+) -> None:
+    text = "providers:\n  - slug: pa\n    slug: pb\n    kind: openai\n"
+
+    [problem] = import_problems(text)
+
+    assert "the key 'slug' is given twice" in problem
+
+
+def test_the_admin_refuses_a_provider_slug_differing_only_by_case(
+    make_provider: Callable[..., Any],
+) -> None:
+    from providers.admin import ProviderForm
+
+    make_provider("pa")
+    form = ProviderForm(
+        data={"slug": "PA", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}
+    )
+
+    assert not form.is_valid()
+    assert form.errors["slug"] == ["a provider 'pa' already exists"]
