@@ -63,8 +63,11 @@ def add_problems(
     form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
 ) -> None:
     """Attach each problem to the form field its path (or a dotted alias) names."""
+    djangos = set(form.errors)  # fields Django's own checks already flagged
     for problem in problems:
         field = _field_for(problem.path, aliases or {})
+        if field in form.fields and field in djangos:
+            continue  # Django's own message for the field says it already
         if field in form.fields:
             form.add_error(
                 field, str(problem) if problem.path != field else problem.message

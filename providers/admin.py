@@ -29,9 +29,12 @@ SECRET_HELP = (
 def _apply_problems(
     form: forms.BaseForm, check: Checker, mapping: dict[str, str]
 ) -> None:
+    djangos = set(form.errors)  # fields Django's own checks already flagged
     for problem in check.problems:
         field = mapping.get(problem.path, problem.path.split(".")[0].split("[")[0])
         target = field if field in form.fields else None
+        if target is not None and target in djangos:
+            continue  # Django's own message for the field says it already
         form.add_error(target, problem.message if target else str(problem))
 
 
