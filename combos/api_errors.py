@@ -37,6 +37,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     stored row is a 409, anything unexpected a JSON 500 (never an HTML page)."""
     response = drf_handler(exc, context)
     if response is None:
+        if isinstance(exc, RecursionError):  # the JSON parser on a very deep body
+            return problems_response([Problem("", "JSON nested too deeply")])
         if isinstance(exc, IntegrityError):
             return problems_response(
                 [Problem("", "conflicts with an existing row")], status=409

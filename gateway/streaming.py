@@ -167,6 +167,19 @@ class StreamBody:
             await self.stream.aclose()
             self._finish()
 
+    def _with_delivered(self, usage: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A stream broken before its usage chunk: the prompt counts the upstream
+        reported, and output at least what was delivered (characters / 4), since
+        ``message_start``'s output count is a placeholder (spec 02 §11)."""
+        if usage is None:
+            return None
+        delivered = -(-self.chars // 4)
+        reported = usage.get("completion_tokens")
+        completion = max(reported if isinstance(reported, int) else 0, delivered)
+        prompt = usage.get("prompt_tokens")
+        total = (prompt if isinstance(prompt, int) else 0) + completion
+        return {**usage, "completion_tokens": completion, "total_tokens": total}
+
     def _health_item(self) -> Item:
         """What the stream did to its connection (a disconnect counts for nothing)."""
         interrupted = self.stream.interrupted
@@ -194,7 +207,7 @@ class StreamBody:
         result.latency_s = self.item.latency_ms / 1000
         result.usage = self.usage
         if result.usage is None and result.partial_usage is not None:
-            result.usage = result.partial_usage()  # broke before its usage chunk
+            result.usage = self._with_delivered(result.partial_usage())
         health_item = self._health_item()
         trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
         if health_item.reason is None:

@@ -278,6 +278,22 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     return _error(RequestError(400, "bad_request", "Bad request"))
 
 
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: any unknown path outside the admin is an OpenAI-style 404."""
+    if _html_ok(request):
+        from django.views.defaults import page_not_found
+
+        return page_not_found(request, exception)
+    return _error(
+        RequestError(
+            404,
+            "not_found",
+            f"Unknown endpoint {request.path}",
+            error_type="not_found_error",
+        )
+    )
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: an unexpected error is the ``internal_error`` envelope."""
     if _html_ok(request):

@@ -62,4 +62,5 @@ urlpatterns = [
 
 # spec 01: JSON errors everywhere but the admin
 handler400 = "gateway.views.bad_request"
+handler404 = "gateway.views.not_found"
 handler500 = "gateway.views.server_error"

@@ -100,3 +100,18 @@ async def test_a_client_gone_before_its_body_arrived_is_logged() -> None:
         499,
         True,
     )
+
+
+@pytest.mark.django_db
+def test_an_unknown_path_outside_the_admin_is_a_json_404() -> None:
+    response = Client().post("/V1/chat/completions")
+    assert response.status_code == 404
+    assert json.loads(response.content)["error"]["code"] == "not_found"
+
+
+@pytest.mark.django_db
+def test_a_rest_body_nested_too_deeply_is_a_400(admin_client: Client) -> None:
+    body = '{"name": "n", "targets": ' + "[" * 3000 + "]" * 3000 + "}"
+    response = admin_client.post("/api/combos", body, content_type="application/json")
+    assert response.status_code == 400
+    assert json.loads(response.content)["error"]["code"] == "invalid_config"

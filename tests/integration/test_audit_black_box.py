@@ -371,3 +371,13 @@ def test_a_refusal_of_a_resolved_model_logs_its_route(audited, upstream):
     response = post_chat(audited, key=KEY_PA_ONLY, model="team")
     assert response.status_code == 403
     assert _new_row(audited, before, "refused")["route"] == "combo:team"
+
+
+def test_an_interrupted_anthropic_stream_bills_what_it_delivered(audited, upstream):
+    upstream.add("m3", drop_after_tokens=3)
+    before = len(audited.requests_log())
+    response = post_chat(audited, model="pc/m3", stream=True)
+    assert "stream_interrupted" in response.text
+    row = _new_row(audited, before, "interrupted")
+    assert row["prompt_tokens"] > 0
+    assert row["completion_tokens"] > 0  # at least characters / 4 of the tokens sent
