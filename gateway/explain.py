@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from gateway import auto as auto_glue
-from gateway import smart_routes
+from gateway import jsonload, smart_routes
 from gateway.attempt_filters import pre_call_skip, skip_detail
 from gateway.auto import auto_route
 from gateway.combo_plan import RequestFacts, plan_combo, request_facts
@@ -219,7 +219,7 @@ def _body_bytes(model: str | None, body: bytes | None) -> bytes:
     if model is None:
         return body
     try:
-        parsed = orjson.loads(body)
+        parsed = jsonload.loads(body)
     except orjson.JSONDecodeError:
         return body  # the gateway's own 400 says what is wrong
     if not isinstance(parsed, dict):
