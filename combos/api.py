@@ -332,6 +332,10 @@ class ConnectionViewSet(ConfigViewSet):
         connection.provider, connection.name = provider, clean["name"]
         provider_services.apply_connection_fields(connection, clean)
         provider_services.save_connection(connection)
+        if clean["api_key"] and clean["api_key"] != provider_services.MASKED:
+            # spec 03 §8.3: saving credentials clears an auth disable (here at once;
+            # other workers when their table shows a changed secret)
+            board.reenable(connection_key(provider.slug, connection.name))
         return services.SaveResult(connection)
 
     def remove(self, instance: Any) -> None:

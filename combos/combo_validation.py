@@ -275,7 +275,13 @@ def _check_auto(config: dict[str, Any], check: Checker) -> None:
         inner.integer(nadir, "timeoutMs", 100, 30_000)
         sub.problems += inner.problems
     top = config.get("routerStrategy")
-    if top is not None and router is not None and top != router:
+    if (
+        isinstance(top, str)
+        and router is not None
+        and router_strategies.is_known_strategy(top)
+        and router_strategies.canonical_name(top)
+        != router_strategies.canonical_name(router)
+    ):  # one strategy under two of its names (cost and eco) is the same strategy
         check.error(
             "routerStrategy", "must equal auto.routerStrategy when both are set"
         )

@@ -69,6 +69,14 @@ def test_a_registered_custom_strategy_is_accepted_at_the_top_level_too(
     assert combo_problems(auto_combo(**config)) == []
 
 
+def test_two_names_of_one_strategy_at_both_levels_agree(
+    world: dict[str, Provider], combo_problems: Problems
+) -> None:
+    config = {"routerStrategy": "cost", "auto": {"routerStrategy": "eco"}}
+
+    assert combo_problems(auto_combo(**config)) == []
+
+
 def test_an_unregistered_strategy_is_an_error_naming_the_registered_choices(
     world: dict[str, Provider], combo_problems: Problems, custom_strategy: str
 ) -> None:

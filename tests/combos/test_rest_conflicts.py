@@ -120,3 +120,31 @@ def test_a_provider_posted_with_connections_creates_them(
     assert connection.name == "main"
     assert connection.has_api_key
     assert "sk-pz-secret" not in json.dumps(response.json())
+
+
+def test_saving_a_connections_key_over_rest_clears_its_auth_disable(
+    world: dict[str, Provider],
+    superuser_client: Client,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.engine.breaker import HealthConfig
+    from providers.health import board, connection_key
+    from providers.models import Connection
+    from providers.state_store import LocalStore
+
+    monkeypatch.setattr(board, "store", LocalStore())
+    key = connection_key("pa", "main")
+    board.record(
+        key, "m1", "server_error", "auth_failed", now=1.0, config=HealthConfig()
+    )
+    connection = Connection.objects.get(provider__slug="pa", name="main")
+    assert board.skip_reason(key, "m1", 0, 2.0) is not None
+
+    response = superuser_client.patch(
+        f"/api/connections/{connection.id}",
+        json.dumps({"api_key": "sk-the-same-or-a-new-key-123"}),
+        content_type="application/json",
+    )
+
+    assert response.status_code == 200
+    assert board.skip_reason(key, "m1", 0, 2.0) is None
