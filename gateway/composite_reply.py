@@ -36,6 +36,8 @@ def usage_of(c: Composite, contributors: list[Answer]) -> dict[str, int] | None:
 def _settle_served(c: Composite, final: Answer, detail: str | None) -> Target:
     """Bill the answer, total the usage and add the slot's served report item."""
     c._bill(final)
+    if detail is not None:  # spec 06 §1.2: the served attempt's row says it too
+        c.billed_rows[-1]["detail"] = detail
     c._sum_totals()
     target = c._served_target(final.target)
     slot_item = c._slot_item(

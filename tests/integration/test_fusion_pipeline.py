@@ -180,6 +180,8 @@ def test_fusion_single_answer_is_returned_without_a_judge(composites, client, up
     assert attempts[0]["calls"] == 3
     assert attempts[0]["detail"] == "fusion_single_answer"
     assert len(_by_model(upstream)["m1"]) == 1
+    served = [r for r in _last_attempts(composites, 3) if r["result"] == "success"]
+    assert [r["detail"] for r in served] == ["fusion_single_answer"]  # 06 §1.2
 
 
 def test_fusion_single_answer_streams(composites, client, upstream):
