@@ -242,14 +242,7 @@ def shutting_down_reply() -> JSONReply:
 def _refuse_shutting_down(ctx: ChatContext, key: KeyPolicy) -> JSONReply:
     """The 503 for a request that made no upstream call; logged as refused."""
     metrics.bounded(metrics.REFUSALS, drain.SHUTDOWN_CODE).inc()
-    run = RunRecord.start(
-        ctx.request_id,
-        ctx.endpoint,
-        key,
-        ctx.table.version,
-        ctx.received_at,
-        ctx.started,
-    )
+    run = ctx.start_run(key)
     run.refuse(503, drain.SHUTDOWN_CODE, drain.SHUTDOWN_MESSAGE)
     ctx.record(run)
     return shutting_down_reply()

@@ -80,14 +80,7 @@ NOTHING_TO_CALL = frozenset({"no_healthy_candidate", "context_length_exceeded"})
 async def handle_chat(
     raw: bytes, ctx: ChatContext, key: KeyPolicy
 ) -> JSONReply | StreamReply:
-    run = RunRecord.start(
-        ctx.request_id,
-        ctx.endpoint,
-        key,
-        ctx.table.version,
-        ctx.received_at,
-        ctx.started,
-    )
+    run = ctx.start_run(key)
     try:
         request = parse_chat_request(raw)
         run.stream = request.stream

@@ -38,6 +38,17 @@ class ChatContext:
     def classic(self) -> bool:
         return self.endpoint == CLASSIC_ENDPOINT
 
+    def start_run(self, key: KeyPolicy) -> RunRecord:
+        """The log record of this request, for ``key``."""
+        return RunRecord.start(
+            self.request_id,
+            self.endpoint,
+            key,
+            self.table.version,
+            self.received_at,
+            self.started,
+        )
+
     def _gauge(self) -> Any:
         return metrics.bounded(
             metrics.REQUESTS_IN_FLIGHT, "true" if self.stream else "false"
@@ -101,27 +112,13 @@ def authenticate_request(ctx: ChatContext) -> KeyPolicy | JSONReply:
 
 def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> JSONReply:
     """413 ``body_too_large`` for an authenticated request, logged as refused."""
-    run = RunRecord.start(
-        ctx.request_id,
-        ctx.endpoint,
-        key,
-        ctx.table.version,
-        ctx.received_at,
-        ctx.started,
-    )
+    run = ctx.start_run(key)
     exc = RequestError(413, "body_too_large", f"Request body exceeds {limit} bytes")
     return refusal(ctx, exc, run)
 
 
 def client_left_early(ctx: ChatContext, key: KeyPolicy) -> RunRecord:
     """The record of a client that went away before its body had arrived."""
-    run = RunRecord.start(
-        ctx.request_id,
-        ctx.endpoint,
-        key,
-        ctx.table.version,
-        ctx.received_at,
-        ctx.started,
-    )
+    run = ctx.start_run(key)
     run.client_closed(499, False)
     return run

@@ -250,9 +250,7 @@ async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
     )
 
 
-async def v1_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
-    """Any other ``/v1/…``, ``/chat/…`` or ``/api/…`` path: an OpenAI-style 404,
-    never an HTML page (spec 01: all JSON)."""
+def _unknown_endpoint(request: HttpRequest) -> HttpResponse:
     return _error(
         RequestError(
             404,
@@ -261,6 +259,12 @@ async def v1_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
             error_type="not_found_error",
         )
     )
+
+
+async def v1_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any other ``/v1/…``, ``/chat/…`` or ``/api/…`` path: an OpenAI-style 404,
+    never an HTML page (spec 01: all JSON)."""
+    return _unknown_endpoint(request)
 
 
 def _html_ok(request: HttpRequest) -> bool:
@@ -284,14 +288,7 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
         from django.views.defaults import page_not_found
 
         return page_not_found(request, exception)
-    return _error(
-        RequestError(
-            404,
-            "not_found",
-            f"Unknown endpoint {request.path}",
-            error_type="not_found_error",
-        )
-    )
+    return _unknown_endpoint(request)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
