@@ -20,6 +20,7 @@ from gateway.snapshot import build_table
 from gateway.state import tables
 from omniroute_site.asgi import application
 from providers.mock_upstream import RunningMock, start_in_thread
+from tests.asgi_scope import http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "sk-or-front-door-000000000000000000000000000000"
@@ -58,24 +59,14 @@ api_keys:
 
 
 def _scope(body: bytes, path: str = "/v1/chat/completions") -> dict:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
+    return http_scope(
+        path,
+        [
             (b"authorization", f"Bearer {KEY}".encode()),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
         ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
+    )
 
 
 async def test_disconnect_after_the_first_chunk_closes_the_upstream(configured):

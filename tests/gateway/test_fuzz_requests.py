@@ -25,6 +25,7 @@ from combos.config_file import ConfigFileError, import_config
 from gateway.snapshot import build_table
 from gateway.state import tables
 from omniroute_site.asgi import application
+from tests.asgi_scope import http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "sk-or-fuzz-00000000000000000000000000000000000000"
@@ -213,20 +214,7 @@ extra_headers = st.lists(st.tuples(extra_header_names, header_values), max_size=
 
 
 def _scope(headers: list[tuple[bytes, bytes]], path: str) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
+    return http_scope(path, headers)
 
 
 async def _call(scope: dict[str, Any], body: bytes) -> tuple[int, bytes]:

@@ -17,6 +17,7 @@ from gateway.snapshot import build_table
 from gateway.state import tables
 from omniroute_site.asgi import application
 from telemetry.models import RequestLog
+from tests.asgi_scope import http_scope
 
 KEY = "sk-or-hostile-00000000000000000000000000000000000"
 
@@ -73,23 +74,13 @@ async def test_a_client_gone_before_its_body_arrived_is_logged() -> None:
     path = "/v1/chat/completions"
     app = ApplicationCommunicator(
         application,
-        {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [
+        http_scope(
+            path,
+            [
                 (b"authorization", f"Bearer {KEY}".encode()),
                 (b"content-length", b"1000"),
             ],
-            "client": ("127.0.0.1", 5000),
-            "server": ("127.0.0.1", 8000),
-        },
+        ),
     )
     await app.send_input({"type": "http.request", "body": b'{"mod', "more_body": True})
     await app.send_input({"type": "http.disconnect"})

@@ -11,6 +11,7 @@ from asgiref.testing import ApplicationCommunicator
 from gateway import drain
 from gateway.drain import Drain
 from omniroute_site.asgi import application
+from tests.asgi_scope import http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SHUTDOWN = {
@@ -31,20 +32,7 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> Drain:
 async def _call(
     method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> tuple[int, dict[bytes, bytes], bytes]:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers or [],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = http_scope(path, headers or [], method)
     app = ApplicationCommunicator(application, scope)
     await app.send_input({"type": "http.request", "body": b"{}"})
     start = await app.receive_output(5)

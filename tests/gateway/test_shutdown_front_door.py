@@ -25,6 +25,7 @@ from gateway.state import tables
 from omniroute_site.asgi import application
 from providers.mock_upstream import RunningMock, start_in_thread
 from telemetry.models import AttemptLog, RequestLog
+from tests.asgi_scope import http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "sk-or-shutdown-0000000000000000000000000000000"
@@ -81,24 +82,14 @@ def _request(*, stream: bool) -> ApplicationCommunicator:
         }
     ).encode()
     path = "/v1/chat/completions"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
+    scope = http_scope(
+        path,
+        [
             (b"authorization", f"Bearer {KEY}".encode()),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
         ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
+    )
     app = ApplicationCommunicator(application, scope)
     app.input_queue.put_nowait({"type": "http.request", "body": body})
     assert not app.future.done()  # starts the application now
