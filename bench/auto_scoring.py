@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.routing.scoring import rank, score_pool  # noqa: E402
-from gateway.routing.types import CandidateInput, RequestFeatures  # noqa: E402
-from gateway.routing.weights import DEFAULT_WEIGHTS, MODE_PACKS  # noqa: E402
+from gateway.auto.engine.scoring import rank, score_pool  # noqa: E402
+from gateway.auto.engine.types import CandidateInput, RequestFeatures  # noqa: E402
+from gateway.auto.engine.weights import DEFAULT_WEIGHTS, MODE_PACKS  # noqa: E402
 
 SIZES = (10, 100, 1000)
 TARGET_MS_AT_1000 = 5.0

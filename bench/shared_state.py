@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.engine.breaker import Breaker, HealthConfig  # noqa: E402
+from gateway.kernel.breaker import Breaker, HealthConfig  # noqa: E402
 from providers.health import HealthBoard  # noqa: E402
 from providers.pins import PinStore, RedisPinStore  # noqa: E402
 from providers.redis_store import RedisLink, RedisStore  # noqa: E402
@@ -110,7 +110,9 @@ def _plan_cases(
     import dataclasses
     from types import MappingProxyType
 
-    from gateway import combo_plan, combo_reads, combo_session
+    from gateway.planning import affinity as combo_session
+    from gateway.planning import combo as combo_plan
+    from gateway.planning import reads as combo_reads
     from providers import health
     from tests.engine.conftest import build_table
 

@@ -1,9 +1,9 @@
 """Time smart tier classification and adaptive selection per request (spec 05 §2, §3).
 
-(a) ``gateway.engine.smart.classify`` on four typical bodies: a short chat turn, a
+(a) ``gateway.kernel.smart.classify`` on four typical bodies: a short chat turn, a
 2 400-character code request, a 32 000-character request (prose, the worst case for
 the phrase scan) and an agent turn carrying a 30 000-character tool output and six
-tools.  (b) ``gateway.engine.adaptive.plan_order``, the whole attempt order the
+tools.  (b) ``gateway.kernel.adaptive.plan_order``, the whole attempt order the
 gateway draws at plan time, and the first pick alone (``observe`` + ``choose``),
 for pools of 2, 5 and 20 candidates read from a filled ``LatencyEstimator`` (fresh
 and stale estimates, in-flight counts, priced and unpriced, standby weights).
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.engine import adaptive, smart  # noqa: E402
+from gateway.kernel import adaptive, smart  # noqa: E402
 
 THRESHOLD = 4  # the SmartRoute default
 TARGET_US_AT_32K = 1000.0  # spec 05 §2.2

@@ -35,7 +35,7 @@ from django import forms
 from combos import services
 from combos.combo_validation import CONFIG_USERS, ORDERING, PIN_CAPABLE
 from combos.models import CandidateOverride, Combo
-from gateway.engine.autoids import CATEGORIES, TIERS, VARIANTS, parse_auto_id
+from gateway.kernel.autoids import CATEGORIES, TIERS, VARIANTS, parse_auto_id
 from providers.validation import Problem
 
 TARGETS_HELP = (

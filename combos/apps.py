@@ -1,7 +1,7 @@
 """The ``combos`` app. Its ``ready()`` loads the custom router strategies.
 
 ``OMNIROUTE_ROUTER_STRATEGY_MODULES`` names modules that register strategies with
-``gateway.routing.register_router_strategy`` when imported (spec 04 §8). They load
+``gateway.auto.engine.register_router_strategy`` when imported (spec 04 §8). They load
 here because every process (ASGI workers, Celery, ``manage.py import_config``) runs
 ``django.setup()`` before it validates any config, and the combo validator accepts a
 ``routerStrategy`` only if it is registered by then. A module that cannot be imported
@@ -19,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 def load_router_strategy_modules() -> None:
     """Import every module of ``settings.OMNIROUTE_ROUTER_STRATEGY_MODULES``."""
-    from gateway.routing.strategies import load_strategy_modules
+    from gateway.auto.engine.routers import load_strategy_modules
 
     try:
         load_strategy_modules(settings.OMNIROUTE_ROUTER_STRATEGY_MODULES)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.engine.types import STRATEGY_ALIASES, Strategy
-from gateway.routing import strategies as router_strategies
-from gateway.routing.weights import FACTORS, MODE_PACKS, normalize_scoring_weights
+from gateway.auto.engine import routers as router_strategies
+from gateway.auto.engine.weights import FACTORS, MODE_PACKS, normalize_scoring_weights
+from gateway.kernel.types import STRATEGY_ALIASES, Strategy
 from providers.validation import (
     COMBO_NAME,
     MAX_COMBO_DEPTH,

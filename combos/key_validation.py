@@ -8,13 +8,13 @@ import re
 from datetime import UTC, date, datetime
 from typing import Any
 
-from gateway.engine.autoids import (
+from gateway.kernel.autoids import (
     CATEGORIES,
     VARIANTS,
     UnknownAutoVariant,
     parse_auto_id,
 )
-from gateway.engine.globs import compile_glob
+from gateway.kernel.globs import compile_glob
 from providers.validation import ON_ORDER, Checker, ConfigIndex
 
 #: any visible ASCII (it travels in an Authorization header), 1..200 characters

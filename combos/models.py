@@ -8,7 +8,7 @@ from typing import cast
 
 from django.db import models
 
-from gateway.engine.types import Strategy as EngineStrategy
+from gateway.kernel.types import Strategy as EngineStrategy
 
 
 class Combo(models.Model):

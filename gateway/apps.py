@@ -7,6 +7,6 @@ class GatewayConfig(AppConfig):
 
     def ready(self) -> None:
         from gateway import checks  # noqa: F401  (registers system checks)
-        from gateway.state import report_shared_state
+        from gateway.config.state import report_shared_state
 
         report_shared_state()  # Redis fallbacks and health -> Prometheus

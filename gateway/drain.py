@@ -18,7 +18,8 @@ One ``Drain`` per process (``registry``).  Its life:
    ``grace + CUT_TAIL_SECONDS + FORCED_SETTLE_SECONDS``.
 4. ``run_shutdown_callbacks()`` then runs what ``on_shutdown()`` registered, once, in
    order, each bounded by ``CALLBACK_TIMEOUT_SECONDS``; a failing callback is logged and
-   the next one still runs.  ``gateway.lifecycle`` calls it after the drain and before
+   the next one still runs.  ``gateway.edge.lifecycle`` calls it after the drain and
+   before
    the request log is flushed.
 
 Invariants: draining never ends within a process; a cancel is sent to an entry's task

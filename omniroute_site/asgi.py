@@ -2,7 +2,7 @@
 
 * ``lifespan``: start-up loads the routing table, starts the config watcher and
   imports spilled log rows; shutdown flushes the request log and closes clients.
-* ``http``: the two chat paths go to the lean front door (``gateway.asgi``);
+* ``http``: the two chat paths go to the lean front door (``gateway.edge.asgi``);
   everything else (admin, REST API, ops endpoints, ``/v1/models``) to Django.
 * ``websocket``: Channels: ``/ws/routing/`` (the live routing feed, staff only);
   every other path is closed with 4404 (``omniroute_site.websocket``).
@@ -18,8 +18,9 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_site.settings")
 django_app = get_asgi_application()
 
-from gateway import drain, lifecycle  # noqa: E402  (needs the app registry)
-from gateway.asgi import (  # noqa: E402
+from gateway import drain  # noqa: E402  (needs the app registry)
+from gateway.edge import lifecycle  # noqa: E402
+from gateway.edge.asgi import (  # noqa: E402
     CHAT_PATHS,
     chat_app,
     send_json,

@@ -1,13 +1,13 @@
-"""URLs served by Django (the chat paths are served by ``gateway.asgi``)."""
+"""URLs served by Django (the chat paths are served by ``gateway.edge.asgi``)."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 
-from gateway import auto_views, views
-from gateway.admin_smart import smart_route_view
-from gateway.admin_views import explain_route_view
+from gateway.ops import auto_views, views
+from gateway.ops.admin_smart import smart_route_view
+from gateway.ops.admin_views import explain_route_view
 from telemetry.dashboards import live_routing_view, overview_view
 
 
@@ -61,6 +61,6 @@ urlpatterns = [
 ]
 
 # spec 01: JSON errors everywhere but the admin
-handler400 = "gateway.views.bad_request"
-handler404 = "gateway.views.not_found"
-handler500 = "gateway.views.server_error"
+handler400 = "gateway.ops.views.bad_request"
+handler404 = "gateway.ops.views.not_found"
+handler500 = "gateway.ops.views.server_error"

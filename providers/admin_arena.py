@@ -4,7 +4,7 @@ The score list filters on the match: *matched*, *unmatched* (no model id and no
 ``ignore`` alias: the names staff still have to decide on) and *ignored*.  An
 unmatched row links to the alias add form pre-filled with its exact Arena name.
 Saving or deleting an alias re-runs the name matching on the stored rows at once,
-so routing sees the new match within a minute (``gateway.arena_cache``) instead of
+so routing sees the new match within a minute (``gateway.auto.arena``) instead of
 after the next sync.
 """
 

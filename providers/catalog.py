@@ -9,7 +9,7 @@ found at:
 
 The match only fills what the operator left empty (a null cost, window, output
 limit or capability list, a blank tier <- ``model_class``); operator-set values always
-win.  ``deprecated`` comes from the catalog alone.  Read by ``gateway.snapshot``
+win.  ``deprecated`` comes from the catalog alone.  Read by ``gateway.config.snapshot``
 when it builds the routing table.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gateway.engine.types import ModelInfo, PriceTier
+from gateway.kernel.types import ModelInfo, PriceTier
 from providers.models import CatalogModel, Provider
 
 _KIND_SOURCES = frozenset({Provider.Kind.OPENAI, Provider.Kind.ANTHROPIC})

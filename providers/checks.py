@@ -8,7 +8,7 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-from gateway.engine.session import CREDENTIAL_HEADERS
+from gateway.kernel.session import CREDENTIAL_HEADERS
 
 
 @register()

@@ -1,6 +1,6 @@
 """Connection health: breakers, cooldowns, auth disables, model locks (spec 03 §8).
 
-The transitions are the pure functions of ``gateway.engine.breaker``; this module keeps
+The transitions are the pure functions of ``gateway.kernel.breaker``; this module keeps
 their state in the process's ``StateStore`` and answers the two questions the attempt
 loop asks: *may this target be called now?* (``skip_reason``) and *what did this
 attempt do to its connection?* (``record``).  The admin reads the same board.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.engine.breaker import (
+from gateway.kernel.breaker import (
     AuthDisable,
     Breaker,
     BreakerOutcome,
@@ -37,7 +37,7 @@ from gateway.engine.breaker import (
     record_outcome,
     reenable,
 )
-from gateway.engine.errors import FailureDetail, FailureReason
+from gateway.kernel.errors import FailureDetail, FailureReason
 from providers.state_store import LocalStore, StateStore
 
 STATE_TTL_EXTRA_SECONDS = 3600.0  # spec 08 §3.1: until + 1 h

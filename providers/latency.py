@@ -1,8 +1,8 @@
 """The peak-EWMA latency estimates of this process (spec 05 §3.2), fed by every
-attempt (``gateway.health_glue``) and read by the ``adaptive`` strategy."""
+attempt (``gateway.pipeline.health``) and read by the ``adaptive`` strategy."""
 
 from __future__ import annotations
 
-from gateway.engine.adaptive import LatencyEstimator
+from gateway.kernel.adaptive import LatencyEstimator
 
 latency = LatencyEstimator()

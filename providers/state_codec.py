@@ -1,7 +1,7 @@
 """JSON for the shared state store: plain values, plus the health dataclasses.
 
 Values in the state store are plain JSON (dicts, lists, strings, numbers, booleans)
-except the health records of ``gateway.engine.breaker``, which the board stores as
+except the health records of ``gateway.kernel.breaker``, which the board stores as
 frozen dataclasses.  Those are written as an object tagged with ``"__state__"`` (the
 class name) and revived on read, so a ``Breaker`` read back from Redis compares equal
 to the one written: its ``window`` comes back as a tuple of tuples.
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from gateway.engine.breaker import AuthDisable, Breaker, Cooldown
+from gateway.kernel.breaker import AuthDisable, Breaker, Cooldown
 
 logger = logging.getLogger(__name__)
 

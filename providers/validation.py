@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.engine.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
-from gateway.engine.errors import RETRYABLE_REASONS
-from gateway.engine.globs import compile_glob
-from gateway.engine.types import ProviderKind
+from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
+from gateway.kernel.errors import RETRYABLE_REASONS
+from gateway.kernel.globs import compile_glob
+from gateway.kernel.types import ProviderKind
 
 COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

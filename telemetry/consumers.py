@@ -6,7 +6,7 @@
    a user who is not an active staff member (anonymous included) is closed with
    ``4403`` at once and never joins the group.
 2. Staff join the channel-layer group ``FEED_GROUP``; the gateway sends one
-   ``routing_decision`` event there per finished request (``gateway.feed``), and
+   ``routing_decision`` event there per finished request (``gateway.edge.feed``), and
    Channels dispatches it to ``routing_decision()`` by its ``type``.
 3. Each socket gets at most ``MAX_MESSAGES_PER_SECOND`` decisions per one-second
    window (``RateWindow``).  Decisions past the limit are not queued: they are

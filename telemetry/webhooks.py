@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections, transaction
 
-from gateway.engine.types import RoutingTable
+from gateway.kernel.types import RoutingTable
 from telemetry import metrics, webhook_delivery
 from telemetry.services import create_deliveries
 

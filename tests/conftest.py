@@ -24,9 +24,9 @@ def _stop_background_threads(django_db_setup):
     (Depending on ``django_db_setup`` makes this teardown run before the drop.)
     The target stats' Redis writer (only with ``REDIS_URL``) stops here too."""
     yield
-    from gateway.arena_cache import cache as arena_cache
-    from gateway.state import tables
-    from gateway.stats_cache import cache as stats_cache
+    from gateway.auto.arena import cache as arena_cache
+    from gateway.auto.stats import cache as stats_cache
+    from gateway.config.state import tables
     from providers.target_stats import stats as target_stats
 
     target_stats.stop()

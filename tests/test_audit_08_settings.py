@@ -173,7 +173,9 @@ def test_a_secret_can_come_from_a_file(tmp_path: Path) -> None:
 def test_the_nadir_key_can_come_from_a_file(tmp_path: Path) -> None:
     """The Nadir key is read from the environment at call time (spec 04 §8)."""
     (tmp_path / "nadir").write_text("nadir-secret\n")
-    code = "from gateway.routing.nadir import nadir_api_key; print(nadir_api_key({}))"
+    code = (
+        "from gateway.auto.engine.nadir import nadir_api_key; print(nadir_api_key({}))"
+    )
 
     out = shell(tmp_path, code, OMNIROUTE_NADIR_API_KEY_FILE=str(tmp_path / "nadir"))
 

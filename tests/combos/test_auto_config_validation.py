@@ -12,9 +12,9 @@ import pytest
 
 from combos.combo_validation import registered_router_strategies
 from combos.models import Combo
-from gateway.routing import MODE_PACKS, RouterStrategy, register_router_strategy
-from gateway.routing import strategies as router_strategies
-from gateway.routing.types import RouterContext, Scored
+from gateway.auto.engine import MODE_PACKS, RouterStrategy, register_router_strategy
+from gateway.auto.engine import routers as router_strategies
+from gateway.auto.engine.types import RouterContext, Scored
 from providers.models import Provider
 
 pytestmark = pytest.mark.django_db

@@ -127,7 +127,7 @@ def test_saving_a_connections_key_over_rest_clears_its_auth_disable(
     superuser_client: Client,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gateway.engine.breaker import HealthConfig
+    from gateway.kernel.breaker import HealthConfig
     from providers.health import board, connection_key
     from providers.models import Connection
     from providers.state_store import LocalStore

@@ -17,13 +17,13 @@ from django.core.exceptions import ImproperlyConfigured
 from pytest_django.fixtures import Settings
 
 from combos.apps import load_router_strategy_modules
-from gateway.routing import strategies as router_strategies
+from gateway.auto.engine import routers as router_strategies
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_VAR = "OMNIROUTE_ROUTER_STRATEGY_MODULES"
 MODULE = "omniroute_test_prefer_last"
 STRATEGY_MODULE = """
-from gateway.routing import RouterStrategy, register_router_strategy
+from gateway.auto.engine import RouterStrategy, register_router_strategy
 
 
 class PreferLast(RouterStrategy):

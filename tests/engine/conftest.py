@@ -1,6 +1,7 @@
 """Builders for engine tests: compact arguments in, frozen engine values out.
 
-``make_table`` mirrors what ``gateway.snapshot.build_table`` derives from the database
+``make_table`` mirrors what ``gateway.config.snapshot.build_table`` derives from the
+database
 (connection order, the case-insensitive model index, the bare-id index), so engine
 tests run on tables shaped exactly like production ones without touching the ORM.
 """
@@ -14,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from gateway.engine.failover import Item
-from gateway.engine.plan import EntrySpec, Slot
-from gateway.engine.resolve import resolve
-from gateway.engine.types import (
+from gateway.kernel.chain import EntrySpec, Slot
+from gateway.kernel.failover import Item
+from gateway.kernel.resolve import resolve
+from gateway.kernel.types import (
     ComboInfo,
     ComboTargetInfo,
     ConnectionInfo,
@@ -231,7 +232,7 @@ def build_candidate(key: str, index: int = 0, **facts: Any) -> Any:
     fields (``remaining``, ``resets_at``, ``window_s``, ``exhausted``); the catalog
     fields ``input_cost``, ``output_cost``, ``context_window``.
     """
-    from gateway.engine.strategies.base import Candidate, Quota, Stats
+    from gateway.planning.strategies.base import Candidate, Quota, Stats
 
     stats = {f: facts.pop(f) for f in Stats.__dataclass_fields__ if f in facts}
     quota = {f: facts.pop(f) for f in Quota.__dataclass_fields__ if f in facts}
@@ -274,7 +275,7 @@ def build_order_input(
     """
     import random
 
-    from gateway.engine.strategies.base import OrderInput
+    from gateway.planning.strategies.base import OrderInput
 
     keys = [s if isinstance(s, str) else s.key for s in survivors]
     configured = tuple(configured if configured is not None else keys)

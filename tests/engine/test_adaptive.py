@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from gateway.engine.adaptive import (
+from gateway.kernel.adaptive import (
     DEFAULT_LATENCY_MS,
     AdaptiveCandidate,
     LatencyEstimator,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.agentic import (
+from gateway.kernel.agentic import (
     DECISION_PROMPT,
     decision_body,
     parse_decision,

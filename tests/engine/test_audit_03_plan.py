@@ -1,4 +1,4 @@
-"""Audit of spec 03 §4-§5 in the combo planner (``gateway.combo_plan``): fill-first
+"""Audit of spec 03 §4-§5 in the combo planner (``gateway.planning.combo``): fill-first
 orders the connections inside a target by the same rule as the targets (§5.2)."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from gateway import combo_plan, combo_reads
-from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.ratelimits import quota_key
-from gateway.engine.types import RoutingTable
+from gateway.kernel.ratelimits import quota_key
+from gateway.kernel.types import RoutingTable
+from gateway.planning import combo as combo_plan
+from gateway.planning import reads as combo_reads
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore
@@ -30,7 +31,7 @@ def fresh_state(monkeypatch: pytest.MonkeyPatch) -> LocalStore:
     fresh = PinStore()
     monkeypatch.setattr(combo_reads, "pins", fresh)
     monkeypatch.setattr(pins_module, "pins", fresh)
-    from gateway import combo_session
+    from gateway.planning import affinity as combo_session
 
     monkeypatch.setattr(combo_session, "pins", fresh)
     return store

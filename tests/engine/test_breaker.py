@@ -6,7 +6,7 @@ microseconds and asserts exact deadlines.
 
 import pytest
 
-from gateway.engine.breaker import (
+from gateway.kernel.breaker import (
     PROBE_LEASE_EXTRA_SECONDS,
     AuthDisable,
     AuthDisableConfig,
@@ -27,7 +27,7 @@ from gateway.engine.breaker import (
     record_outcome,
     reenable,
 )
-from gateway.engine.errors import FailureDetail, FailureReason
+from gateway.kernel.errors import FailureDetail, FailureReason
 
 CONFIG = BreakerConfig()
 COOLDOWN = CooldownConfig()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine import composite as c
+from gateway.kernel import composite as c
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "ls"}}]

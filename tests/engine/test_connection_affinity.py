@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.dialects.base import endpoint_url
-from gateway.engine.plan import connection_order, plan_targets
-from gateway.engine.strategies import rendezvous_order
+from gateway.dialects.base import endpoint_url
+from gateway.kernel.chain import connection_order, plan_targets
+from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.strategies import rendezvous_order
 from tests.engine.conftest import build_table
 
 NOW = 1_700_000_000.0

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from gateway.engine.dialects.anthropic import AnthropicDialect
-from gateway.engine.dialects.base import BadUpstreamResponse, StreamErrorEvent
-from gateway.engine.errors import UpstreamError
-from gateway.engine.sse import DONE
+from gateway.dialects.anthropic import AnthropicDialect
+from gateway.dialects.base import BadUpstreamResponse, StreamErrorEvent
+from gateway.kernel.errors import UpstreamError
+from gateway.kernel.sse import DONE
 
 BASE_URL = "https://api.anthropic.com/v1"
 MODEL = "claude-sonnet-4-5"

@@ -4,11 +4,11 @@ import copy
 
 import pytest
 
-from gateway.engine.dialects import REGISTRY
-from gateway.engine.dialects.base import BadUpstreamResponse, StreamErrorEvent
-from gateway.engine.dialects.openai import OpenAIDialect, error_from_payload
-from gateway.engine.errors import UpstreamError
-from gateway.engine.sse import DONE
+from gateway.dialects import REGISTRY
+from gateway.dialects.base import BadUpstreamResponse, StreamErrorEvent
+from gateway.dialects.openai import OpenAIDialect, error_from_payload
+from gateway.kernel.errors import UpstreamError
+from gateway.kernel.sse import DONE
 
 BASE_URL = "https://api.openai.com/v1"
 CREATED = 1_700_000_000

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.engine.errors import (
+from gateway.kernel.errors import (
     RETRYABLE_REASONS,
     Classification,
     FailureDetail,

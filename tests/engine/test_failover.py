@@ -2,8 +2,8 @@
 
 import pytest
 
-from gateway.engine.errors import FailureReason
-from gateway.engine.failover import (
+from gateway.kernel.errors import FailureReason
+from gateway.kernel.failover import (
     HEALTH_SKIPS,
     REQUEST_SKIPS,
     Item,

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.engine.limits import (
+from gateway.kernel.limits import (
     BUDGET_TTL_AFTER_END_SECONDS,
     MAX_RETRY_AFTER_SECONDS,
     PriceCeiling,
@@ -31,8 +31,8 @@ from gateway.engine.limits import (
     usd_to_micro,
     window_admits,
 )
-from gateway.engine.resolve import Resolved, RouteKind
-from gateway.engine.types import ComboInfo, ComboTargetInfo, Strategy
+from gateway.kernel.resolve import Resolved, RouteKind
+from gateway.kernel.types import ComboInfo, ComboTargetInfo, Strategy
 
 BASE_MINUTE = 29_000_000  # an arbitrary minute since the epoch
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.engine.plan import (
+from gateway.kernel.chain import (
     ALL_REASONS,
     ChainError,
     EntrySpec,
@@ -11,8 +11,8 @@ from gateway.engine.plan import (
     is_allowed,
     plan_targets,
 )
-from gateway.engine.resolve import resolve
-from gateway.engine.types import GatewaySettings, KeyPolicy
+from gateway.kernel.resolve import resolve
+from gateway.kernel.types import GatewaySettings, KeyPolicy
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.ratelimits import Reading, parse, parse_duration
+from gateway.kernel.ratelimits import Reading, parse, parse_duration
 
 NOW = 1_700_000_000.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine import relay
+from gateway.kernel import relay
 
 
 def test_settings_defaults_and_values():

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from gateway.engine.autoids import (
+from gateway.kernel.autoids import (
     CATEGORIES,
     TIERS,
     VARIANTS,
@@ -12,9 +12,9 @@ from gateway.engine.autoids import (
     is_auto_id,
     parse_auto_id,
 )
-from gateway.engine.globs import compile_glob, matches
-from gateway.engine.resolve import ModelNotFound, RouteKind, resolve
-from gateway.engine.types import MappingInfo
+from gateway.kernel.globs import compile_glob, matches
+from gateway.kernel.resolve import ModelNotFound, RouteKind, resolve
+from gateway.kernel.types import MappingInfo
 
 VALID_FORMS = (
     "Use auto, auto/<variant> (coding, fast, cheap, offline, smart, lkgp, chaos) or "

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.combo_plan import RequestFacts, plan_combo
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers.health import board
 from providers.state_store import UNREAD, LocalStore
 from tests.engine.conftest import build_table

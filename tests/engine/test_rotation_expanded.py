@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import pytest
 
-from gateway.combo_plan import RequestFacts, plan_combo
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers.health import board
 from providers.state_store import LocalStore
 from tests.engine.conftest import build_table

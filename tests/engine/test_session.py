@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gateway.engine.session import Session, auto_id, derive, scoped_key
+from gateway.kernel.session import Session, auto_id, derive, scoped_key
 
 USER = [{"role": "user", "content": "hello"}]
 UUID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"

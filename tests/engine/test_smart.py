@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway.engine.smart import (
+from gateway.kernel.smart import (
     CLASSIFIER_VERSION,
     EFFORT_PHRASES,
     SCAN_LIMIT_CHARS,
@@ -896,7 +896,7 @@ def test_e2_unexpected_header_is_reported_and_routing_goes_on():
 def test_e2_the_same_conversation_with_another_key_starts_without_a_pin():
     """E2: "The same conversation sent with key k2 starts without a pin": pins are
     stored under the scoped key S, which folds in the API key (spec 03 §3)."""
-    from gateway.engine.session import scoped_key
+    from gateway.kernel.session import scoped_key
     from providers.pins import PinStore
 
     pins = PinStore(clock=lambda: 0.0)

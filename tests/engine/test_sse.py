@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.sse import DONE, DONE_FRAME, SSEDecoder, SSEEvent, encode_data
+from gateway.kernel.sse import DONE, DONE_FRAME, SSEDecoder, SSEEvent, encode_data
 
 
 def _decode(*chunks):

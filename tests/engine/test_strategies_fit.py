@@ -5,8 +5,8 @@ import hashlib
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY, rendezvous_order
-from gateway.engine.strategies.fit import expected_cost_usd
+from gateway.planning.strategies import REGISTRY, rendezvous_order
+from gateway.planning.strategies.fit import expected_cost_usd
 
 M1, M2, M3 = "pa/m1@main", "pb/m2@main", "pc/m3@main"
 MAIN, BACKUP = "pa/m1@main", "pa/m1@backup"

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY
-from gateway.engine.strategies.load import p2c_score
+from gateway.planning.strategies import REGISTRY
+from gateway.planning.strategies.load import p2c_score
 
 M1, M2, M3, M4 = "pa/m1@main", "pa/m1@backup", "pb/m2@main", "pc/m3@main"
 

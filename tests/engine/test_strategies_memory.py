@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY
+from gateway.planning.strategies import REGISTRY
 
 SESSION = "s" * 32
 DECLARED = ("pb/m2@main", "pa/m1@main", "pa/m9@main", "pa/m1@backup", "combo:B")

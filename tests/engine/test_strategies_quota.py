@@ -2,8 +2,8 @@
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY
-from gateway.engine.strategies.quota import reset_score, urgency
+from gateway.planning.strategies import REGISTRY
+from gateway.planning.strategies.quota import reset_score, urgency
 
 NOW = 1_700_000_000.0
 HOUR = 3600.0

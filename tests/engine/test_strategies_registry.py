@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.strategies import REGISTRY
-from gateway.engine.strategies.base import Candidate, OrderInput, Quota, Stats
-from gateway.engine.types import ConnectionInfo, ModelInfo, Strategy
+from gateway.kernel.types import ConnectionInfo, ModelInfo, Strategy
+from gateway.planning.strategies import REGISTRY
+from gateway.planning.strategies.base import Candidate, OrderInput, Quota, Stats
 
 NOW = 1_700_000_000.0
 NOT_ORDERING = {Strategy.AUTO, Strategy.ADAPTIVE, Strategy.FUSION, Strategy.PIPELINE}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY
+from gateway.planning.strategies import REGISTRY
 
 M1, M2, M3 = "pa/m1@main", "pb/m2@main", "pc/m3@main"
 ALL = (M1, M2, M3)

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY
-from gateway.engine.strategies.simple import new_deck
+from gateway.planning.strategies import REGISTRY
+from gateway.planning.strategies.simple import new_deck
 
 M1, M2, M3 = "pa/m1@main", "pb/m2@main", "pc/m3@main"
 ALL = (M1, M2, M3)

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from gateway.engine.strategies import REGISTRY
-from gateway.engine.strategies.weighted import NO_PIN, quota_weight, weighted_pick
+from gateway.planning.strategies import REGISTRY
+from gateway.planning.strategies.weighted import NO_PIN, quota_weight, weighted_pick
 
 M1, M2, M3 = "pa/m1@main", "pb/m2@main", "pc/m3@main"
 SESSION = "s" * 32

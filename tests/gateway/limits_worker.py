@@ -21,10 +21,10 @@ def run_worker(url: str, fields: dict[str, Any], count: int, barrier, results) -
 
 
 async def _admit_all(url, fields, count, barrier, results) -> None:
-    from gateway.engine.limits import budget_period
-    from gateway.limits import Limiter, Ticket
-    from gateway.limits_redis import RedisLimits
-    from gateway.limits_store import Demand, LocalLimits, SpentSeeds
+    from gateway.kernel.limits import budget_period
+    from gateway.limits.admission import Limiter, Ticket
+    from gateway.limits.shared import RedisLimits
+    from gateway.limits.store import Demand, LocalLimits, SpentSeeds
 
     seed = fields.pop("seed", 0)
     seeds = SpentSeeds(read=lambda key_id, period: seed)

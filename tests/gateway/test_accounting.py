@@ -6,13 +6,13 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.accounting import (
+from gateway.kernel.types import ModelInfo
+from gateway.pipeline.accounting import (
     cost_usd,
     estimate_prompt_tokens,
     result_of,
     usage_numbers,
 )
-from gateway.engine.types import ModelInfo
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from django.db import connections
 from django.test import Client
 
 from combos.config_file import import_config
-from gateway.snapshot import build_table
-from gateway.state import tables
+from gateway.config.snapshot import build_table
+from gateway.config.state import tables
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY_ALL = "sk-or-audit-all-00000000000000000000000000000000"
@@ -140,8 +140,8 @@ def test_metrics_refuse_a_wrong_token(settings):
 def test_a_request_without_a_key_counts_in_requests_total():
     from prometheus_client import REGISTRY
 
-    from gateway.context import ChatContext, authenticate_request
-    from gateway.responses import JSONReply
+    from gateway.inbound.render import JSONReply
+    from gateway.pipeline.context import ChatContext, authenticate_request
     from tests.engine.conftest import build_table
 
     labels = {"route": "unresolved", "served_model": "none", "status": "401"}

@@ -10,11 +10,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from gateway import auto
-from gateway.arena_cache import ArenaCache, build_map, category_for
-from gateway.engine.types import KeyPolicy, RoutingTable
-from gateway.routing.fitness import fitness
-from gateway.routing.pool import AutoRoute
+from gateway.auto import live as auto
+from gateway.auto.arena import ArenaCache, build_map, category_for
+from gateway.auto.engine.fitness import fitness
+from gateway.auto.engine.pool import AutoRoute
+from gateway.kernel.types import KeyPolicy, RoutingTable
 from providers.models import ArenaScore
 
 NOW = datetime(2026, 8, 20, 12, 0, tzinfo=UTC)

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from gateway import combo_plan, combo_reads, combo_session
-from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.adaptive import LatencyEstimator
-from gateway.engine.types import RoutingTable, Strategy, Target
+from gateway.kernel.adaptive import LatencyEstimator
+from gateway.kernel.types import RoutingTable, Strategy, Target
+from gateway.planning import affinity as combo_session
+from gateway.planning import combo as combo_plan
+from gateway.planning import reads as combo_reads
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers import pins as pins_module
 from providers.health import Skip
 from providers.pins import PinStore

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from gateway import auto
-from gateway.routing.pool import AutoRoute
+from gateway.auto import live as auto
+from gateway.auto.engine.pool import AutoRoute
 from providers.health import board
 from providers.state_store import LocalStore
 from tests.routing.test_pipeline import pool_p_table

@@ -9,8 +9,9 @@ import time
 import pytest
 import uvicorn
 
-from gateway import drain, lifecycle
+from gateway import drain
 from gateway.drain import Drain, InFlight
+from gateway.edge import lifecycle
 
 
 class FakeClock:

@@ -16,11 +16,11 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from combos.config_file import import_config
-from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.breaker import HealthConfig
-from gateway.engine.types import RoutingTable
-from gateway.explain import _dry_run_store, explain
-from gateway.snapshot import build_table
+from gateway.config.snapshot import build_table
+from gateway.kernel.breaker import HealthConfig
+from gateway.kernel.types import RoutingTable
+from gateway.ops.explain import _dry_run_store, explain
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers.health import board
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.streaming import delivered_chars
+from gateway.pipeline.stream import delivered_chars
 
 
 def test_every_delivered_text_field_counts_towards_the_estimate():

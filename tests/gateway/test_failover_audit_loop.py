@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from gateway import chat, proxy
-from gateway.context import ChatContext
-from gateway.engine.errors import Classification, FailureReason
-from gateway.engine.failover import Item
-from gateway.engine.plan import EntrySpec, Slot
-from gateway.engine.resolve import resolve
-from gateway.outcome import RunRecord
+from gateway.kernel.chain import EntrySpec, Slot
+from gateway.kernel.errors import Classification, FailureReason
+from gateway.kernel.failover import Item
+from gateway.kernel.resolve import resolve
+from gateway.pipeline import handle as chat
+from gateway.pipeline import upstream as proxy
+from gateway.pipeline.context import ChatContext
+from gateway.pipeline.record import RunRecord
 from providers.health import board
 from tests.engine.conftest import build_key, build_table
 

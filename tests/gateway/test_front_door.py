@@ -16,8 +16,8 @@ from asgiref.testing import ApplicationCommunicator
 from django.db import connections
 
 from combos.config_file import import_config
-from gateway.snapshot import build_table
-from gateway.state import tables
+from gateway.config.snapshot import build_table
+from gateway.config.state import tables
 from omniroute_site.asgi import application
 from providers.mock_upstream import RunningMock, start_in_thread
 from tests.asgi_scope import http_scope
@@ -125,7 +125,7 @@ async def test_get_on_the_chat_path_is_405(configured):
 
 
 def test_a_superscript_content_length_is_not_a_number():
-    from gateway.asgi import _declared_length
+    from gateway.edge.asgi import _declared_length
 
     assert _declared_length({"content-length": "²"}) is None
     assert _declared_length({"content-length": "12"}) == 12

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from combos.config_file import ConfigFileError, import_config
-from gateway.snapshot import build_table
-from gateway.state import tables
+from gateway.config.snapshot import build_table
+from gateway.config.state import tables
 from omniroute_site.asgi import application
 from tests.asgi_scope import http_scope
 

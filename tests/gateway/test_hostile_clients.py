@@ -12,9 +12,9 @@ from django.db import connections
 from django.test import Client
 
 from combos.config_file import import_config
-from gateway.requests import RequestError, parse_chat_request
-from gateway.snapshot import build_table
-from gateway.state import tables
+from gateway.config.snapshot import build_table
+from gateway.config.state import tables
+from gateway.inbound.chat import RequestError, parse_chat_request
 from omniroute_site.asgi import application
 from telemetry.models import RequestLog
 from tests.asgi_scope import http_scope

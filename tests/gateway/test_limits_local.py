@@ -16,17 +16,17 @@ from decimal import Decimal
 import pytest
 from django.db import connections
 
-from gateway.engine.limits import budget_period, minute_of
-from gateway.engine.types import KeyPolicy
-from gateway.limits import Limiter, Ticket, applies
-from gateway.limits_store import (
+from gateway.kernel.limits import budget_period, minute_of
+from gateway.kernel.types import KeyPolicy
+from gateway.limits.admission import Limiter, Ticket, applies
+from gateway.limits.store import (
     Demand,
     LocalLimits,
     Refusal,
     SpentSeeds,
     read_spent_micro,
 )
-from gateway.outcome import RunRecord
+from gateway.pipeline.record import RunRecord
 from tests.engine.conftest import build_table
 
 NOW = datetime(2026, 3, 18, 12, 0, 15, tzinfo=UTC).timestamp()  # 15 s into a minute
@@ -269,7 +269,7 @@ def test_keys_without_limits_skip_the_limiter():
 
 async def test_demand_estimates_tokens_and_cost_over_the_chain(settings):
     settings.OMNIROUTE_RESERVE_COMPLETION_TOKENS = 100
-    from gateway.engine.plan import EntrySpec, build_chain
+    from gateway.kernel.chain import EntrySpec, build_chain
 
     table = build_table(
         {
@@ -385,7 +385,7 @@ BODY = b'{"model": "pa/m1", "messages": [{"role": "user", "content": "hi"}]}'
 
 
 def _context(records: list):
-    from gateway.context import ChatContext
+    from gateway.pipeline.context import ChatContext
 
     return ChatContext(
         endpoint="/v1/chat/completions",
@@ -396,7 +396,8 @@ def _context(records: list):
 
 
 async def test_a_request_that_dies_before_its_record_is_still_reconciled(monkeypatch):
-    from gateway import chat, limits
+    from gateway.limits import admission as limits
+    from gateway.pipeline import handle as chat
 
     async def cancelled(self):
         raise asyncio.CancelledError
@@ -416,8 +417,9 @@ async def test_a_request_that_dies_before_its_record_is_still_reconciled(monkeyp
 
 
 async def test_a_key_without_limits_never_reaches_the_limiter(monkeypatch):
-    from gateway import chat, limits
-    from gateway.responses import JSONReply
+    from gateway.inbound.render import JSONReply
+    from gateway.limits import admission as limits
+    from gateway.pipeline import handle as chat
 
     async def must_not_run(*args, **kwargs):
         raise AssertionError("the limiter was called")
@@ -432,7 +434,8 @@ async def test_a_key_without_limits_never_reaches_the_limiter(monkeypatch):
 
 
 async def test_a_client_gone_during_admission_gets_its_reservation_back(monkeypatch):
-    from gateway import chat, limits
+    from gateway.limits import admission as limits
+    from gateway.pipeline import handle as chat
 
     gate = limits.limiter()
     entered, finish = asyncio.Event(), asyncio.Event()

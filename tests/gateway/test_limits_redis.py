@@ -22,10 +22,10 @@ import redis
 from django.db import connections
 from prometheus_client import REGISTRY
 
-from gateway.engine.limits import budget_period, minute_of
-from gateway.limits import Limiter, Ticket
-from gateway.limits_redis import RedisLimits, budget_key, window_key
-from gateway.limits_store import Demand, LocalLimits, Refusal, SpentSeeds
+from gateway.kernel.limits import budget_period, minute_of
+from gateway.limits.admission import Limiter, Ticket
+from gateway.limits.shared import RedisLimits, budget_key, window_key
+from gateway.limits.store import Demand, LocalLimits, Refusal, SpentSeeds
 from tests.gateway.limits_worker import run_worker
 from tests.services import unavailable
 
@@ -231,8 +231,8 @@ async def test_reconcile_moves_tokens_and_spent(key_id, sync_redis):
 
 
 async def test_reconcile_through_the_ticket_uses_the_run_record(key_id, sync_redis):
-    from gateway.engine.types import KeyPolicy
-    from gateway.outcome import RunRecord
+    from gateway.kernel.types import KeyPolicy
+    from gateway.pipeline.record import RunRecord
 
     gate, shared = shared_limiter(fake_seeds(0))
     fixed = now_ms()

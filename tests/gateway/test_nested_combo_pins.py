@@ -9,9 +9,10 @@ from types import MappingProxyType
 
 import pytest
 
-from gateway import combo_reads, combo_session
-from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.breaker import HealthConfig
+from gateway.kernel.breaker import HealthConfig
+from gateway.planning import affinity as combo_session
+from gateway.planning import reads as combo_reads
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore

@@ -58,7 +58,7 @@ def test_a_degraded_readyz_is_no_error_line_in_the_log(settings, caplog):
 def test_the_readyz_ping_waits_at_most_a_second_on_a_slow_redis(settings, monkeypatch):
     import redis
 
-    from gateway import views
+    from gateway.ops import views
 
     seen: list[float] = []
 
@@ -92,8 +92,8 @@ def test_metrics_require_the_token_when_one_is_set(settings):
 
 
 def test_startup_warns_once_about_combos_named_like_models(caplog):
-    from gateway.engine.types import ComboInfo, RoutingTable, Strategy
-    from gateway.state import warn_shadowing_combos
+    from gateway.config.state import warn_shadowing_combos
+    from gateway.kernel.types import ComboInfo, RoutingTable, Strategy
 
     table = RoutingTable(
         combos={
@@ -102,7 +102,7 @@ def test_startup_warns_once_about_combos_named_like_models(caplog):
         },
         bare_models={"m1": (("pb", "m1"), ("pa", "m1"))},
     )
-    with caplog.at_level("WARNING", logger="gateway.state"):
+    with caplog.at_level("WARNING", logger="gateway.config.state"):
         warn_shadowing_combos(table)
     assert [r.getMessage() for r in caplog.records] == [
         "COMBO_NAME_SHADOWS_MODEL: m1 (pa/m1)"
@@ -116,7 +116,7 @@ def test_startup_warns_once_about_combos_named_like_models(caplog):
 def test_metrics_carry_each_jobs_last_success():
     from datetime import UTC, datetime
 
-    from gateway import views
+    from gateway.ops import views
     from providers.models import JobRun
 
     finished = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -141,7 +141,7 @@ def test_metrics_carry_each_jobs_last_success():
 
 
 def test_metrics_aggregate_worker_files_in_multiprocess_mode(monkeypatch, tmp_path):
-    from gateway import views
+    from gateway.ops import views
 
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     assert views._exposition() == b""  # no worker has written a file yet

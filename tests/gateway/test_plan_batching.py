@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from gateway import combo_plan, combo_reads
-from gateway.combo_plan import RequestFacts, plan_combo
-from gateway.engine.types import ComboInfo, ComboTargetInfo, RoutingTable
+from gateway.kernel.types import ComboInfo, ComboTargetInfo, RoutingTable
+from gateway.planning import combo as combo_plan
+from gateway.planning import reads as combo_reads
+from gateway.planning.combo import RequestFacts, plan_combo
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore
@@ -87,7 +88,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> tuple[CountingStore, CountingPi
     monkeypatch.setattr(board, "store", store)
     monkeypatch.setattr(combo_reads, "pins", pins)
     monkeypatch.setattr(pins_module, "pins", pins)
-    from gateway import combo_session
+    from gateway.planning import affinity as combo_session
 
     monkeypatch.setattr(combo_session, "pins", pins)
     return store, pins

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from gateway.accounting import cost_usd
-from gateway.engine.types import ModelInfo, PriceTier
+from gateway.kernel.types import ModelInfo, PriceTier
+from gateway.pipeline.accounting import cost_usd
 from providers.catalog import CatalogFacts, fill_model_info, price_tiers
 
 GEMINI_TIERS = [

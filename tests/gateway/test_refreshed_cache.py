@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import refreshed_cache
-from gateway.refreshed_cache import RefreshedCache
+from gateway.config import refreshed as refreshed_cache
+from gateway.config.refreshed import RefreshedCache
 
 
 class Counting(RefreshedCache[str, int]):

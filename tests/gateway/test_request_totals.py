@@ -9,9 +9,8 @@ import uuid
 from decimal import Decimal
 from types import SimpleNamespace
 
-from gateway.composite import Composite
-from gateway.engine.failover import Item
-from gateway.engine.types import (
+from gateway.kernel.failover import Item
+from gateway.kernel.types import (
     ConnectionInfo,
     KeyPolicy,
     ModelInfo,
@@ -19,7 +18,8 @@ from gateway.engine.types import (
     ProviderKind,
     Target,
 )
-from gateway.outcome import RunRecord
+from gateway.pipeline.record import RunRecord
+from gateway.slots.composite import Composite
 
 
 def _target(slug: str, model: str) -> Target:

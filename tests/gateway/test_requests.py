@@ -7,22 +7,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.plan import ChainError, EntrySpec, build_chain
-from gateway.engine.types import (
-    ConnectionInfo,
-    KeyPolicy,
-    ModelInfo,
-    ProviderInfo,
-    ProviderKind,
-    RoutingTable,
-)
-from gateway.requests import (
+from gateway.inbound.chat import (
     GATEWAY_FIELDS,
     ChainEntry,
     ChatRequest,
     Redundancy,
     RequestError,
     parse_chat_request,
+)
+from gateway.kernel.chain import ChainError, EntrySpec, build_chain
+from gateway.kernel.types import (
+    ConnectionInfo,
+    KeyPolicy,
+    ModelInfo,
+    ProviderInfo,
+    ProviderKind,
+    RoutingTable,
 )
 
 MESSAGES = [{"role": "user", "content": "hi"}]

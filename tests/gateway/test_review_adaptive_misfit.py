@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from gateway import combo_plan, combo_reads, combo_session
-from gateway.combo_plan import plan_combo, request_facts
-from gateway.engine.adaptive import LatencyEstimator
-from gateway.engine.types import RoutingTable, Target
+from gateway.kernel.adaptive import LatencyEstimator
+from gateway.kernel.types import RoutingTable, Target
+from gateway.planning import affinity as combo_session
+from gateway.planning import combo as combo_plan
+from gateway.planning import reads as combo_reads
+from gateway.planning.combo import plan_combo, request_facts
 from providers import pins as pins_module
 from providers.health import Skip
 from providers.pins import PinStore

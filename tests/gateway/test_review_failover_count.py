@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from gateway import chat, proxy
-from gateway.context import ChatContext
-from gateway.engine.errors import Classification, FailureReason
-from gateway.engine.types import GatewaySettings
+from gateway.kernel.errors import Classification, FailureReason
+from gateway.kernel.types import GatewaySettings
+from gateway.pipeline import handle as chat
+from gateway.pipeline import upstream as proxy
+from gateway.pipeline.context import ChatContext
 from providers.health import board
 from tests.engine.conftest import build_key, build_table
 

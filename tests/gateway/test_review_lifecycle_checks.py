@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core import checks
 
-from gateway import lifecycle
+from gateway.edge import lifecycle
 
 
 def test_a_silenced_check_does_not_refuse_the_startup(monkeypatch, settings):

@@ -21,8 +21,8 @@ from django.test import Client
 from prometheus_client import REGISTRY
 
 from gateway.checks import check_shared_state
-from gateway.engine.types import RoutingTable
-from gateway.state import TableHolder
+from gateway.config.state import TableHolder
+from gateway.kernel.types import RoutingTable
 from providers import services
 from providers.health import shared_store
 from providers.pins import PinStore, RedisPinStore, _configured

@@ -19,9 +19,9 @@ from django.test import AsyncClient
 
 from combos.config_file import import_config
 from gateway import drain
+from gateway.config.snapshot import build_table
+from gateway.config.state import tables
 from gateway.drain import Drain
-from gateway.snapshot import build_table
-from gateway.state import tables
 from omniroute_site.asgi import application
 from providers.mock_upstream import RunningMock, start_in_thread
 from telemetry.models import AttemptLog, RequestLog

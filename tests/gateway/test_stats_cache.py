@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway import auto
-from gateway.engine.types import ConnectionInfo, ModelInfo, ProviderInfo, ProviderKind
-from gateway.engine.types import Target as EngineTarget
-from gateway.routing.pipeline import Stats
-from gateway.stats_cache import StatsCache, build_map, stats_of
+from gateway.auto import live as auto
+from gateway.auto.engine.decide import Stats
+from gateway.auto.stats import StatsCache, build_map, stats_of
+from gateway.kernel.types import ConnectionInfo, ModelInfo, ProviderInfo, ProviderKind
+from gateway.kernel.types import Target as EngineTarget
 from providers.live_window import LiveWindow
 from telemetry.models import ReliabilityStat
 

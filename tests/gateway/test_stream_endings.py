@@ -7,9 +7,9 @@ from __future__ import annotations
 import httpx
 import orjson
 
-from gateway.engine.dialects import REGISTRY, UpstreamCall
-from gateway.engine.errors import FailureReason
-from gateway.proxy import OpenStream, open_stream
+from gateway.dialects import REGISTRY, UpstreamCall
+from gateway.kernel.errors import FailureReason
+from gateway.pipeline.upstream import OpenStream, open_stream
 from tests.gateway.test_stream_idle_bytes import _chunk, _serve
 
 FINISH = (

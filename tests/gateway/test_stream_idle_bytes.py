@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import orjson
 
-from gateway.engine.dialects import REGISTRY, UpstreamCall
-from gateway.proxy import OpenStream, open_stream
+from gateway.dialects import REGISTRY, UpstreamCall
+from gateway.pipeline.upstream import OpenStream, open_stream
 
 IDLE_S = 0.6  # generous: a loaded CI box may oversleep a 0.1 s pause
 

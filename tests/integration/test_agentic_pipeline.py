@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.agentic import DECISION_PROMPT
+from gateway.kernel.agentic import DECISION_PROMPT
 
 pytestmark = pytest.mark.integration
 TOOLS = [

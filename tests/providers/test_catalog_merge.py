@@ -7,8 +7,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from gateway.engine.types import ModelInfo
-from gateway.snapshot import build_table
+from gateway.config.snapshot import build_table
+from gateway.kernel.types import ModelInfo
 from omniroute_site.env import env_json_object
 from providers.catalog import CatalogFacts, fill_model_info, sources_for
 from providers.models import Connection, Provider, ProviderModel

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from gateway.engine.breaker import HealthConfig
+from gateway.kernel.breaker import HealthConfig
 from providers.health import board, connection_key
 from providers.models import Connection, Provider
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gateway.engine.breaker import (
+from gateway.kernel.breaker import (
     AuthDisable,
     Breaker,
     BreakerConfig,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from shared_state_helpers import Clock, FlakyProxy, Links, Observer, require_redis
 
-from gateway.engine.breaker import Breaker, HealthConfig
+from gateway.kernel.breaker import Breaker, HealthConfig
 from providers.health import HealthBoard
 from providers.state_mirror import MirroredStore
 

@@ -26,7 +26,7 @@ from shared_state_helpers import (
     require_redis,
 )
 
-from gateway.engine.breaker import AuthDisable, Breaker, Cooldown
+from gateway.kernel.breaker import AuthDisable, Breaker, Cooldown
 from providers.redis_store import RedisLink, RedisStore
 from providers.state_codec import decode, encode
 from providers.state_mirror import MirroredStore

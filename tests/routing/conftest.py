@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gateway.routing.scoring import rank, score_pool
-from gateway.routing.types import CandidateInput, RequestFeatures
-from gateway.routing.weights import DEFAULT_WEIGHTS
+from gateway.auto.engine.scoring import rank, score_pool
+from gateway.auto.engine.types import CandidateInput, RequestFeatures
+from gateway.auto.engine.weights import DEFAULT_WEIGHTS
 
 A_KEY = "openai/gpt-5-nano@main"
 B_KEY = "anthropic/claude-sonnet-4@main"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-from gateway.engine.types import ConnectionInfo
+from gateway.kernel.types import ConnectionInfo
 from tests.routing.test_pipeline import A, B, C, env_for, pool_p_table, run
 
 

@@ -2,16 +2,16 @@
 
 import pytest
 
-from gateway.routing.budget import (
+from gateway.auto.engine.budget import (
     BudgetHeaderError,
     apply_budget,
     estimate_cost,
     parse_budget,
     parse_fallback,
 )
-from gateway.routing.scoring import rank, score_pool
-from gateway.routing.types import RequestFeatures
-from gateway.routing.weights import DEFAULT_WEIGHTS
+from gateway.auto.engine.scoring import rank, score_pool
+from gateway.auto.engine.types import RequestFeatures
+from gateway.auto.engine.weights import DEFAULT_WEIGHTS
 
 
 def keys(items):

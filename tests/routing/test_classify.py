@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.routing.classify import (
+from gateway.auto.engine.classify import (
     MAX_CLASSIFIER_CHARS,
     apply_prior,
     channel_prior,
@@ -10,7 +10,7 @@ from gateway.routing.classify import (
     last_user_text,
     message_text,
 )
-from gateway.routing.types import TASK_TYPES
+from gateway.auto.engine.types import TASK_TYPES
 
 
 def _ask(text, *, tools=None, system=None):

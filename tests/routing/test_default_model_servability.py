@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from gateway.engine.plan import EntrySpec, Slot, plan_targets
-from gateway.engine.resolve import resolve
-from gateway.engine.types import (
+from gateway.auto.engine.pool import AutoRoute, servable
+from gateway.kernel.chain import EntrySpec, Slot, plan_targets
+from gateway.kernel.resolve import resolve
+from gateway.kernel.types import (
     ConnectionInfo,
     ModelInfo,
     ProviderInfo,
     ProviderKind,
     RoutingTable,
 )
-from gateway.routing.pool import AutoRoute, servable
 
 
 def _table() -> RoutingTable:
@@ -53,8 +53,8 @@ def test_a_direct_request_for_it_tries_that_connection_only():
 def test_a_combo_target_expands_to_that_connection_only():
     import dataclasses
 
-    from gateway.combo_plan import RequestFacts, plan_combo
-    from gateway.engine.types import ComboInfo, ComboTargetInfo, Strategy
+    from gateway.kernel.types import ComboInfo, ComboTargetInfo, Strategy
+    from gateway.planning.combo import RequestFacts, plan_combo
 
     combo = ComboInfo(
         id=1,

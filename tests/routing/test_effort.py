@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from gateway.routing.effort import apply_effort, complexity_level, effort_level
+from gateway.auto.engine.effort import apply_effort, complexity_level, effort_level
 
 REASONING = frozenset({"reasoning", "tools"})
 

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from gateway.routing.exploration import attempt_order, explore
-from gateway.routing.weights import MODE_PACKS
+from gateway.auto.engine.exploration import attempt_order, explore
+from gateway.auto.engine.weights import MODE_PACKS
 
 QUALITY_FIRST = MODE_PACKS["quality-first"]
 

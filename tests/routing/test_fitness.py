@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from gateway.routing.fitness import (
+from gateway.auto.engine.fitness import (
     CLASS_FITNESS,
     NEUTRAL_FITNESS,
     elo_fitness,
@@ -12,7 +12,7 @@ from gateway.routing.fitness import (
     model_class,
     static_fitness,
 )
-from gateway.routing.types import TASK_TYPES
+from gateway.auto.engine.types import TASK_TYPES
 
 # columns: coding, review, planning, analysis, debugging, documentation, default
 STATIC_ROWS = [

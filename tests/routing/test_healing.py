@@ -3,7 +3,7 @@
 
 import pytest
 
-from gateway.routing.healing import (
+from gateway.auto.engine.healing import (
     BASE_S,
     CAP_S,
     EXCLUDE_BELOW,

@@ -1,7 +1,7 @@
 """The auto pipeline end to end over plain data (spec 04 §4, §11 examples 2-6, 10).
 
 Pool P lives in a real ``RoutingTable``; health, quota and statistics come from the
-injected ``Environment``, exactly as ``gateway.auto`` builds it from live state.
+injected ``Environment``, exactly as ``gateway.auto.live`` builds it from live state.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from gateway.engine.types import (
+from gateway.auto.engine.decide import AutoRequest, Environment, Stats, decide
+from gateway.auto.engine.pool import AutoRoute, for_combo, servable
+from gateway.kernel.types import (
     ComboInfo,
     ComboTargetInfo,
     ConnectionInfo,
@@ -26,8 +28,6 @@ from gateway.engine.types import (
     Strategy,
     Target,
 )
-from gateway.routing.pipeline import AutoRequest, Environment, Stats, decide
-from gateway.routing.pool import AutoRoute, for_combo, servable
 
 A, B, C = (
     "openai/gpt-5-nano@main",

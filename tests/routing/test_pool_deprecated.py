@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from gateway.engine.types import (
+from gateway.auto.engine.pool import AutoRoute, for_combo, servable
+from gateway.kernel.types import (
     ComboInfo,
     ComboTargetInfo,
     ConnectionInfo,
@@ -14,7 +15,6 @@ from gateway.engine.types import (
     RoutingTable,
     Strategy,
 )
-from gateway.routing.pool import AutoRoute, for_combo, servable
 
 
 def table() -> RoutingTable:

@@ -1,8 +1,8 @@
 """The auto engine is plain Python (spec 04, style §1.2): no framework, no app.
 
-Like ``tests/engine/test_purity.py``: every module of ``gateway.routing`` (found on
+Like ``tests/engine/test_purity.py``: every module of ``gateway.auto.engine`` (found on
 disk, so new ones are included) is imported in a fresh interpreter, then the loaded
-modules are checked.  ``gateway.routing`` may use ``gateway.engine`` and, unlike the
+modules are checked.  ``gateway.auto.engine`` may use ``gateway.kernel`` and, unlike the
 engine, ``asyncio`` (router strategies and the Nadir call are awaited); the
 classifier, fitness and effort modules use neither asyncio nor any I/O library.
 """
@@ -32,24 +32,28 @@ FORBIDDEN_TOP_LEVEL = (
     "telemetry",
 )
 #: the data plane above the auto engine
-FORBIDDEN_GATEWAY = ("gateway.chat", "gateway.asgi", "gateway.proxy")
+FORBIDDEN_GATEWAY = (
+    "gateway.pipeline.handle",
+    "gateway.edge.asgi",
+    "gateway.pipeline.upstream",
+)
 PURE_MODULES = (
-    "gateway.routing.classify",
-    "gateway.routing.fitness",
-    "gateway.routing.effort",
+    "gateway.auto.engine.classify",
+    "gateway.auto.engine.fitness",
+    "gateway.auto.engine.effort",
 )
 
 
 def _routing_modules() -> tuple[str, ...]:
-    import gateway.routing
+    import gateway.auto.engine
 
     names = [
         info.name
         for info in pkgutil.walk_packages(
-            gateway.routing.__path__, prefix="gateway.routing."
+            gateway.auto.engine.__path__, prefix="gateway.auto.engine."
         )
     ]
-    return ("gateway.routing", *sorted(names))
+    return ("gateway.auto.engine", *sorted(names))
 
 
 def _loaded_modules(*modules: str) -> set[str]:
@@ -93,9 +97,14 @@ def test_the_probe_does_see_a_forbidden_module_when_one_is_imported():
 
 
 def test_the_gateway_check_matches_whole_module_names():
-    loaded = {"gateway.proxy", "gateway.chat.stream", "gateway.asgi_tools", "gateway"}
+    loaded = {
+        "gateway.pipeline.upstream",
+        "gateway.pipeline.handle.stream",
+        "gateway.asgi_tools",
+        "gateway",
+    }
 
     assert _forbidden(loaded, FORBIDDEN_TOP_LEVEL) == [
-        "gateway.chat.stream",
-        "gateway.proxy",
+        "gateway.pipeline.handle.stream",
+        "gateway.pipeline.upstream",
     ]

@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from gateway.engine.strategies import rendezvous_order
-from gateway.routing.budget import estimate_cost
-from gateway.routing.scoring import price_class, rank, score_pool
-from gateway.routing.types import RequestFeatures, Scored
-from gateway.routing.weights import DEFAULT_WEIGHTS, FACTORS, MODE_PACKS
+from gateway.auto.engine.budget import estimate_cost
+from gateway.auto.engine.scoring import price_class, rank, score_pool
+from gateway.auto.engine.types import RequestFeatures, Scored
+from gateway.auto.engine.weights import DEFAULT_WEIGHTS, FACTORS, MODE_PACKS
+from gateway.planning.strategies import rendezvous_order
 
 A, B, C = (
     "openai/gpt-5-nano@main",

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.routing.scoring import rank, score_pool
-from gateway.routing.types import CandidateInput, RequestFeatures
-from gateway.routing.weights import FACTORS, normalize_scoring_weights
+from gateway.auto.engine.scoring import rank, score_pool
+from gateway.auto.engine.types import CandidateInput, RequestFeatures
+from gateway.auto.engine.weights import FACTORS, normalize_scoring_weights
 
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
 MAYBE_FLOAT = st.none() | ANY_FLOAT

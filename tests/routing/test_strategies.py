@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from gateway.routing import strategies
-from gateway.routing.nadir import nadir_base_url
-from gateway.routing.strategies import (
+from gateway.auto.engine import routers as strategies
+from gateway.auto.engine.nadir import nadir_base_url
+from gateway.auto.engine.routers import (
     Choice,
     RouterStrategy,
     canonical_name,
@@ -29,7 +29,7 @@ from gateway.routing.strategies import (
     reset_nadir_skips,
     sla_rows,
 )
-from gateway.routing.types import CandidateInput, RouterContext, Scored
+from gateway.auto.engine.types import CandidateInput, RouterContext, Scored
 
 NADIR_ENV = ("OMNIROUTE_NADIR_API_KEY", "OMNIROUTE_NADIR_BASE_URL")
 
@@ -807,7 +807,7 @@ def plugin_path(tmp_path, monkeypatch):
     (tmp_path / f"{PLUGIN}.py").write_text(
         textwrap.dedent(
             """
-            from gateway.routing import strategies
+            from gateway.auto.engine import routers as strategies
 
             class Last(strategies.RouterStrategy):
                 name = "from-plugin"

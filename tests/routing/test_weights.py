@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from gateway.routing.weights import (
+from gateway.auto.engine.weights import (
     DEFAULT_WEIGHTS,
     FACTORS,
     MODE_HEADER,

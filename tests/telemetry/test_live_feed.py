@@ -24,9 +24,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client import REGISTRY
 
-from gateway import feed
-from gateway.engine.failover import Item
-from gateway.engine.types import (
+from gateway.edge import feed
+from gateway.kernel.failover import Item
+from gateway.kernel.types import (
     ConnectionInfo,
     KeyPolicy,
     ModelInfo,
@@ -34,8 +34,8 @@ from gateway.engine.types import (
     ProviderKind,
     Target,
 )
-from gateway.outcome import RunRecord
-from gateway.smart_routes import TierOutcome
+from gateway.pipeline.record import RunRecord
+from gateway.pipeline.tiers import TierOutcome
 from omniroute_site.asgi import application
 from telemetry.consumers import FEED_GROUP, MAX_MESSAGES_PER_SECOND, RateWindow
 

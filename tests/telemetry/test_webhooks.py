@@ -30,8 +30,8 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 from prometheus_client import REGISTRY
 
-from gateway.engine.types import RoutingTable, WebhookTarget
-from gateway.snapshot import build_table
+from gateway.config.snapshot import build_table
+from gateway.kernel.types import RoutingTable, WebhookTarget
 from providers.services import config_version
 from telemetry import services, webhook_delivery, webhooks
 from telemetry.models import WebhookDelivery, WebhookEndpoint

@@ -1,6 +1,6 @@
 """``manage.py explain_route MODEL [--key NAME] [--body FILE] [--json]``.
 
-Prints how the gateway would route a sample request (``gateway.explain``): the
+Prints how the gateway would route a sample request (``gateway.ops.explain``): the
 resolved route, the ordered targets and why, the skipped ones and the state that
 decided it.  A dry run: nothing is written and no upstream is called.  Health and
 strategy state live per process, so this command sees only what this process holds.
@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from gateway.explain import UnknownKey, explain
-from gateway.snapshot import build_table
+from gateway.config.snapshot import build_table
+from gateway.ops.explain import UnknownKey, explain
 
 
 def _json(value: Any) -> str:

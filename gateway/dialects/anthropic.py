@@ -1,0 +1,568 @@
+"""Anthropic Messages API dialect (``anthropic-version: 2023-06-01``).
+
+Clients only ever see OpenAI Chat Completions shapes, so this module translates both
+ways.
+
+Request (OpenAI chat body -> ``POST {base_url}/messages``, ``/v1`` added to a
+base URL without a path):
+
+1. ``system``/``developer`` messages, wherever they sit, are lifted into the top-level
+   ``system`` (texts joined with a blank line; a list of text blocks instead when a
+   part carries ``cache_control``, which is kept).
+2. Every other message becomes a list of content blocks: ``text`` and ``image``
+   (``data:`` URLs as base64 sources, http(s) URLs as url sources), assistant
+   ``tool_calls`` as ``tool_use`` blocks (arguments that are not a JSON object become
+   ``{}``), and ``tool`` messages as ``tool_result`` blocks in a user turn.
+3. Consecutive turns of one role are merged, because Anthropic requires alternation;
+   inside a user turn the ``tool_result`` blocks go first, as Anthropic requires.
+   Empty text parts and turns left without blocks are dropped.
+4. ``tools``/``tool_choice``/``parallel_tool_calls`` are translated (the choice only
+   when tools are sent, since Anthropic rejects a choice without tools), ``max_tokens``
+   is always set (Anthropic requires it: ``max_completion_tokens``, ``max_tokens``,
+   else 4096), ``stop`` becomes ``stop_sequences``, ``user`` becomes
+   ``metadata.user_id`` and ``temperature`` is capped at Anthropic's maximum of 1.
+
+Everything else is dropped, notably ``response_format`` (Anthropic has no JSON mode;
+the instructions in the prompt still apply), ``n``, ``logprobs``, ``seed``,
+``reasoning_effort``, penalties and non-text, non-image content parts.
+
+Reply: text blocks are joined into ``content`` (``None`` when the reply is only tool
+calls), ``tool_use`` blocks become ``tool_calls``, ``thinking`` blocks become
+``reasoning_content``.  Stream events become ``chat.completion.chunk`` objects, ending
+with one usage-only chunk at ``message_stop``.  Usage always counts cache reads and
+cache writes inside ``prompt_tokens`` and keeps ``cache_creation_input_tokens`` beside
+it, because the gateway bills cache writes from that key.
+
+Invariants: ``build_request`` never mutates its body; the API key appears only in the
+``x-api-key`` header; a chunk's id is ``chatcmpl-`` + the message id, as is the
+completion's, so a client sees the same id either way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from gateway.dialects.base import (
+    JSON,
+    BadUpstreamResponse,
+    StreamErrorEvent,
+    UpstreamCall,
+    endpoint_url,
+)
+from gateway.kernel.errors import UpstreamError
+from gateway.kernel.sse import DONE
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients may omit it
+MAX_TEMPERATURE = 1.0  # Anthropic's range is 0..1, OpenAI's 0..2
+ERROR_TEXT_MAX_CHARS = 2000
+DEFAULT_IMAGE_MEDIA_TYPE = "image/png"
+
+_FINISH_REASONS: dict[str, str] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_TOOL_CHOICES: dict[str, str] = {"auto": "auto", "required": "any", "none": "none"}
+
+
+# --- request --------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    """A string, or the joined texts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n\n".join(
+        str(part.get("text") or "")
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
+
+
+def _with_cache_control(block: JSON, part: JSON) -> JSON:
+    cache_control = part.get("cache_control")
+    if isinstance(cache_control, dict):
+        block["cache_control"] = dict(cache_control)
+    return block
+
+
+def _image_source(url: str) -> JSON:
+    if not url.startswith("data:"):
+        return {"type": "url", "url": url}
+    header, _, payload = url[len("data:") :].partition(",")
+    media_type, *params = header.split(";")
+    if "base64" in params:
+        data = payload
+    else:
+        data = base64.b64encode(unquote_to_bytes(payload)).decode("ascii")
+    return {
+        "type": "base64",
+        "media_type": media_type or DEFAULT_IMAGE_MEDIA_TYPE,
+        "data": data,
+    }
+
+
+def _text_block(part: JSON, text: Any) -> JSON | None:
+    if not isinstance(text, str) or not text:
+        return None  # Anthropic rejects empty text blocks
+    return _with_cache_control({"type": "text", "text": text}, part)
+
+
+def _image_block(part: JSON) -> JSON | None:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str) or not url:
+        return None
+    return _with_cache_control({"type": "image", "source": _image_source(url)}, part)
+
+
+def _part_block(part: Any) -> JSON | None:
+    """One OpenAI content part -> one Anthropic block, or None when it has none."""
+    if isinstance(part, str):
+        return _text_block({}, part)
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in ("text", "refusal"):
+        return _text_block(part, part.get(kind))
+    if kind == "image_url":
+        return _image_block(part)
+    return None
+
+
+def _content_blocks(content: Any) -> list[JSON]:
+    parts = content if isinstance(content, list) else [content]
+    return [block for part in parts if (block := _part_block(part)) is not None]
+
+
+def _tool_input(arguments: Any) -> JSON:
+    if isinstance(arguments, dict):
+        return dict(arguments)
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _tool_use_blocks(tool_calls: Any) -> list[JSON]:
+    blocks: list[JSON] = []
+    for call in tool_calls if isinstance(tool_calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            continue
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": str(call.get("id") or ""),
+                "name": str(function.get("name") or ""),
+                "input": _tool_input(function.get("arguments")),
+            }
+        )
+    return blocks
+
+
+def _turn(message: JSON) -> tuple[str, list[JSON]] | None:
+    """A non-system OpenAI message -> (Anthropic role, blocks), None when unknown."""
+    role = message.get("role")
+    if role == "tool":
+        result = {
+            "type": "tool_result",
+            "tool_use_id": str(message.get("tool_call_id") or ""),
+            "content": _text_of(message.get("content")),
+        }
+        return "user", [result]
+    if role == "assistant":
+        blocks = _content_blocks(message.get("content"))
+        return "assistant", blocks + _tool_use_blocks(message.get("tool_calls"))
+    if role == "user":
+        return "user", _content_blocks(message.get("content"))
+    return None
+
+
+def _system_blocks(content: Any) -> list[JSON]:
+    return [block for block in _content_blocks(content) if block["type"] == "text"]
+
+
+def _translate_messages(messages: Any) -> tuple[list[JSON], list[JSON]]:
+    """OpenAI messages -> (system text blocks, alternating Anthropic messages)."""
+    system: list[JSON] = []
+    turns: list[JSON] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") in _SYSTEM_ROLES:
+            system.extend(_system_blocks(message.get("content")))
+            continue
+        turn = _turn(message)
+        if turn is None or not turn[1]:
+            continue
+        role, blocks = turn
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn_ in turns:
+        if turn_["role"] == "user":
+            # Stable: tool results first, everything else keeps its order.
+            turn_["content"].sort(key=lambda block: block["type"] != "tool_result")
+    return system, turns
+
+
+def _render_system(blocks: list[JSON]) -> str | list[JSON]:
+    if any("cache_control" in block for block in blocks):
+        return blocks
+    return "\n\n".join(block["text"] for block in blocks)
+
+
+def _translate_tools(tools: Any) -> list[JSON]:
+    translated: list[JSON] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            continue
+        function = tool.get("function")
+        if not isinstance(function, dict) or not function.get("name"):
+            continue
+        parameters = function.get("parameters")
+        entry: JSON = {"name": str(function["name"])}
+        if function.get("description"):
+            entry["description"] = str(function["description"])
+        entry["input_schema"] = (
+            parameters
+            if isinstance(parameters, dict)
+            else {"type": "object", "properties": {}}
+        )
+        translated.append(entry)
+    return translated
+
+
+def _translate_tool_choice(choice: Any, parallel_tool_calls: Any) -> JSON | None:
+    translated: JSON | None = None
+    if isinstance(choice, str) and choice in _TOOL_CHOICES:
+        translated = {"type": _TOOL_CHOICES[choice]}
+    elif isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name:
+            translated = {"type": "tool", "name": name}
+    if parallel_tool_calls is False:
+        translated = translated or {"type": "auto"}
+        if translated["type"] != "none":
+            translated["disable_parallel_tool_use"] = True
+    return translated
+
+
+def _max_tokens(body: JSON) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return DEFAULT_MAX_TOKENS
+
+
+def _sampling(body: JSON) -> JSON:
+    """Sampling and stop fields that Anthropic understands, renamed where needed."""
+    out: JSON = {"max_tokens": _max_tokens(body)}
+    temperature = body.get("temperature")
+    if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+        out["temperature"] = min(temperature, MAX_TEMPERATURE)
+    for key in ("top_p", "top_k"):
+        if body.get(key) is not None:
+            out[key] = body[key]
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop
+    if isinstance(stops, list):
+        sequences = [item for item in stops if isinstance(item, str) and item]
+        if sequences:
+            out["stop_sequences"] = sequences
+    user = body.get("user")
+    if isinstance(user, str) and user:
+        out["metadata"] = {"user_id": user}
+    return out
+
+
+def build_messages_body(body: JSON, *, model: str, stream: bool) -> JSON:
+    """An OpenAI chat request -> an Anthropic Messages request (a new dict)."""
+    system, messages = _translate_messages(body.get("messages"))
+    upstream: JSON = {"model": model, "messages": messages}
+    if system:
+        upstream["system"] = _render_system(system)
+    upstream.update(_sampling(body))
+    tools = _translate_tools(body.get("tools"))
+    if tools:
+        upstream["tools"] = tools
+        choice = _translate_tool_choice(
+            body.get("tool_choice"), body.get("parallel_tool_calls")
+        )
+        if choice is not None:
+            upstream["tool_choice"] = choice
+    if stream:
+        upstream["stream"] = True
+    return upstream
+
+
+# --- reply ----------------------------------------------------------------------
+
+
+def map_stop_reason(stop_reason: Any) -> str:
+    """Anthropic ``stop_reason`` -> OpenAI ``finish_reason`` (unknown -> ``stop``)."""
+    if isinstance(stop_reason, str):
+        return _FINISH_REASONS.get(stop_reason, "stop")
+    return "stop"
+
+
+def _count(usage: JSON, key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def map_usage(usage: JSON) -> JSON:
+    """Anthropic usage -> OpenAI usage; prompt tokens include cache reads and writes."""
+    cache_read = _count(usage, "cache_read_input_tokens")
+    cache_creation = _count(usage, "cache_creation_input_tokens")
+    prompt = _count(usage, "input_tokens") + cache_read + cache_creation
+    completion = _count(usage, "output_tokens")
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cache_read},
+        "cache_creation_input_tokens": cache_creation,
+    }
+
+
+def _completion_id(message_id: Any) -> str:
+    return f"chatcmpl-{message_id or ''}"
+
+
+def _reply_message(content: list[Any]) -> JSON:
+    texts: list[str] = []
+    thinking: list[str] = []
+    tool_calls: list[JSON] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text") or ""))
+        elif kind == "thinking":
+            thinking.append(str(block.get("thinking") or ""))
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {})
+            function = {"name": block.get("name"), "arguments": arguments}
+            tool_calls.append(
+                {"id": block.get("id"), "type": "function", "function": function}
+            )
+    text: str | None = "".join(texts)
+    if not texts and tool_calls:
+        text = None
+    message: JSON = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if thinking:
+        message["reasoning_content"] = "".join(thinking)
+    return message
+
+
+def parse_messages_reply(payload: Any, *, created: int) -> JSON:
+    """An Anthropic ``message`` object -> an OpenAI ``chat.completion``."""
+    if not isinstance(payload, dict):
+        raise BadUpstreamResponse("completion is not a JSON object")
+    if payload.get("type") == "error" or payload.get("error") is not None:
+        raise BadUpstreamResponse("completion carries an error object")
+    content = payload.get("content")
+    if not isinstance(content, list):
+        raise BadUpstreamResponse("completion has no content list")
+    completion: JSON = {
+        "id": _completion_id(payload.get("id")),
+        "object": "chat.completion",
+        "created": created,
+        "model": payload.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": _reply_message(content),
+                "finish_reason": map_stop_reason(payload.get("stop_reason")),
+            }
+        ],
+    }
+    usage = payload.get("usage")
+    if isinstance(usage, dict):
+        completion["usage"] = map_usage(usage)
+    return completion
+
+
+def error_from_payload(payload: Any, text: str) -> UpstreamError:
+    """``{"type": "error", "error": {"type", "message"}}`` -> ``UpstreamError``."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, str):
+        return UpstreamError(message=error)
+    if isinstance(error, dict):
+        kind = error.get("type")
+        return UpstreamError(
+            message=str(error.get("message") or ""),
+            type=str(kind) if kind is not None else None,
+        )
+    return UpstreamError(message=text[:ERROR_TEXT_MAX_CHARS])
+
+
+# --- stream ---------------------------------------------------------------------
+
+
+class AnthropicStreamTranslator:
+    """Anthropic stream events -> OpenAI chunks for one attempt.
+
+    Tool calls are numbered from 0 in the order their ``tool_use`` blocks start; the
+    map from Anthropic block index to that number routes each ``input_json_delta``.
+    """
+
+    __slots__ = ("_created", "_finished", "_id", "_model", "_tools", "_usage")
+
+    def __init__(self, *, created: int) -> None:
+        self._created = created
+        self._finished = False
+        self._id = _completion_id(None)
+        self._model = ""
+        self._tools: dict[Any, int] = {}
+        self._usage: JSON = {}
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def partial_usage(self) -> JSON | None:
+        """``message_start``'s input counts (and any output count since)."""
+        return map_usage(self._usage) if self._usage else None
+
+    def translate(self, event: str | None, data: Any) -> list[JSON]:
+        if data == DONE or not isinstance(data, dict):
+            return []
+        kind = event or data.get("type")
+        if kind == "error":
+            raise StreamErrorEvent(error_from_payload(data, json.dumps(data)))
+        if kind == "message_stop":
+            self._finished = True
+            return [self._usage_chunk()]
+        handlers = {
+            "message_start": self._on_message_start,
+            "content_block_start": self._on_block_start,
+            "content_block_delta": self._on_block_delta,
+            "message_delta": self._on_message_delta,
+        }
+        handler = handlers.get(kind) if isinstance(kind, str) else None
+        # ping, content_block_stop and any future event carry nothing for a client
+        return handler(data) if handler is not None else []
+
+    def _chunk(self, delta: JSON, finish_reason: str | None = None) -> JSON:
+        return {
+            "id": self._id,
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    def _usage_chunk(self) -> JSON:
+        chunk = self._chunk({})
+        chunk["choices"] = []
+        chunk["usage"] = map_usage(self._usage)
+        return chunk
+
+    def _record_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._usage.update(
+                (key, value) for key, value in usage.items() if isinstance(value, int)
+            )
+
+    def _on_message_start(self, data: JSON) -> list[JSON]:
+        message = data.get("message")
+        message = message if isinstance(message, dict) else {}
+        self._id = _completion_id(message.get("id"))
+        self._model = str(message.get("model") or "")
+        self._record_usage(message.get("usage"))
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def _on_block_start(self, data: JSON) -> list[JSON]:
+        block = data.get("content_block")
+        block = block if isinstance(block, dict) else {}
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            return [self._chunk({"content": block["text"]})]
+        if kind != "tool_use":
+            return []
+        position = len(self._tools)
+        self._tools[data.get("index")] = position
+        call = {
+            "index": position,
+            "id": block.get("id"),
+            "type": "function",
+            "function": {"name": block.get("name"), "arguments": ""},
+        }
+        return [self._chunk({"tool_calls": [call]})]
+
+    def _on_block_delta(self, data: JSON) -> list[JSON]:
+        delta = data.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            return [self._chunk({"content": delta.get("text", "")})]
+        if kind == "thinking_delta":
+            return [self._chunk({"reasoning_content": delta.get("thinking", "")})]
+        if kind == "input_json_delta":
+            position = self._tools.get(data.get("index"))
+            if position is None:
+                return []
+            call = {
+                "index": position,
+                "function": {"arguments": delta.get("partial_json", "")},
+            }
+            return [self._chunk({"tool_calls": [call]})]
+        return []  # signature_delta, citations_delta
+
+    def _on_message_delta(self, data: JSON) -> list[JSON]:
+        self._record_usage(data.get("usage"))
+        delta = data.get("delta")
+        stop_reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+        return [self._chunk({}, map_stop_reason(stop_reason))]
+
+
+class AnthropicDialect:
+    kind = "anthropic"
+
+    def build_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+    ) -> UpstreamCall:
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        if api_key:
+            headers["x-api-key"] = api_key
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/messages"),
+            headers=headers,
+            body=build_messages_body(body, model=model, stream=stream),
+        )
+
+    def parse_completion(self, payload: Any, *, created: int) -> JSON:
+        return parse_messages_reply(payload, created=created)
+
+    def stream_translator(self, *, created: int) -> AnthropicStreamTranslator:
+        return AnthropicStreamTranslator(created=created)
+
+    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+        return error_from_payload(payload, text)

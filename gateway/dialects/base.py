@@ -1,0 +1,112 @@
+"""The dialect contract: how one provider kind is spoken to, in OpenAI terms.
+
+A dialect is pure: it receives parsed JSON (``dict``) and returns parsed JSON or plain
+value objects.  Serialisation and I/O belong to ``gateway.pipeline.upstream``.
+Everything a client
+sees is OpenAI-shaped, so every dialect translates *to* the OpenAI Chat Completions
+shapes (completion, ``chat.completion.chunk``, ``usage``).
+
+Invariants every dialect keeps:
+
+* ``build_request`` never mutates the body it is given;
+* credentials only ever appear in the returned headers;
+* a stream translator yields chunks in upstream order and never invents content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from gateway.kernel.errors import UpstreamError
+
+JSON = dict[str, Any]
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """``base_url`` joined with an endpoint ``path`` (``/chat/completions``).
+
+    A base URL with no path (``https://api.anthropic.com``, ``http://host:8080``) gets
+    the API version prefix ``/v1``, as the vendors' own SDKs add it; a base URL with a
+    path (``https://api.openai.com/v1``, ``https://host/proxy``) is used as given.
+    """
+    base = base_url.rstrip("/")
+    if urlsplit(base).path in ("", "/"):
+        base += "/v1"
+    return base + path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamCall:
+    """One HTTP request to send upstream (POST with a JSON body)."""
+
+    url: str
+    headers: dict[str, str]
+    body: JSON
+
+
+class StreamTranslator(Protocol):
+    """Per-attempt state that turns upstream stream events into OpenAI chunks."""
+
+    def translate(self, event: str | None, data: Any) -> list[JSON]:
+        """One decoded SSE event (``data`` parsed from JSON) -> zero or more chunks.
+
+        Raises ``StreamErrorEvent`` when the event is an error object.
+        """
+        ...
+
+    def partial_usage(self) -> JSON | None:
+        """The usage the upstream reported so far, OpenAI-shaped, for a stream that
+        breaks before its usage chunk; None when it reports usage only at the end."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """True once the upstream signalled the normal end of the stream."""
+        ...
+
+
+class StreamErrorEvent(Exception):
+    """The upstream sent an error object inside its stream."""
+
+    def __init__(self, error: UpstreamError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class BadUpstreamResponse(Exception):
+    """A 2xx body that is not a usable completion (spec 02 §6.1 ``bad_response``)."""
+
+
+class Dialect(Protocol):
+    kind: str
+
+    def build_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+    ) -> UpstreamCall:
+        """The upstream request for an OpenAI-shaped ``body`` aimed at ``model``."""
+        ...
+
+    def parse_completion(self, payload: Any, *, created: int) -> JSON:
+        """A parsed 2xx body -> an OpenAI ``chat.completion`` object.
+
+        ``created`` (unix seconds) is used where the upstream gives no timestamp.
+
+        Raises ``BadUpstreamResponse`` when it has no choices or holds an error.
+        """
+        ...
+
+    def stream_translator(self, *, created: int) -> StreamTranslator:
+        """Fresh per-attempt translator; ``created`` stamps chunks that lack one."""
+        ...
+
+    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+        """The upstream's error message/code/param from a non-2xx body."""
+        ...

@@ -1,0 +1,112 @@
+"""OpenAI Chat Completions dialect (any OpenAI-compatible upstream).
+
+The body is passed through with only ``model`` replaced by the upstream's model id
+and, for streams, ``stream_options.include_usage`` forced on so the gateway always
+learns the usage (spec 06 §1.3); the proxy hides the usage-only chunk from clients
+that did not ask for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.dialects.base import (
+    JSON,
+    BadUpstreamResponse,
+    StreamErrorEvent,
+    UpstreamCall,
+    endpoint_url,
+)
+from gateway.kernel.errors import UpstreamError
+from gateway.kernel.sse import DONE
+
+
+def error_from_payload(payload: Any, text: str) -> UpstreamError:
+    """Read the ``{"error": {...}}``, ``{"error": "..."}`` and bare shapes."""
+    if isinstance(payload, dict):
+        error = payload.get("error", payload)
+        if isinstance(error, str):
+            return UpstreamError(message=error)
+        if isinstance(error, dict):
+            param = error.get("param")
+            code = error.get("code")
+            kind = error.get("type")
+            return UpstreamError(
+                # a body without a message ({"detail": [...]}, FastAPI/vLLM): its text
+                message=str(error.get("message") or "") or text[:2000],
+                code=str(code) if code is not None else None,
+                type=str(kind) if kind is not None else None,
+                param=param if isinstance(param, str) else None,
+            )
+    return UpstreamError(message=text[:2000])
+
+
+class OpenAIStreamTranslator:
+    __slots__ = ("_finished",)
+
+    def __init__(self) -> None:
+        self._finished = False
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def partial_usage(self) -> JSON | None:
+        return None  # OpenAI reports usage once, in the last chunk
+
+    def translate(self, event: str | None, data: Any) -> list[JSON]:
+        if data == DONE:
+            self._finished = True
+            return []
+        if not isinstance(data, dict):
+            return []
+        if data.get("error") is not None:
+            raise StreamErrorEvent(error_from_payload(data, ""))
+        return [data]
+
+
+class OpenAIDialect:
+    kind = "openai"
+
+    def build_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+    ) -> UpstreamCall:
+        upstream = dict(body)
+        upstream["model"] = model
+        if stream:
+            options = upstream.get("stream_options")
+            options = dict(options) if isinstance(options, dict) else {}
+            options["include_usage"] = True
+            upstream["stream_options"] = options
+        headers = {"content-type": "application/json"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/chat/completions"),
+            headers=headers,
+            body=upstream,
+        )
+
+    def parse_completion(self, payload: Any, *, created: int) -> JSON:
+        if not isinstance(payload, dict):
+            raise BadUpstreamResponse("completion is not a JSON object")
+        if payload.get("error") is not None:
+            raise BadUpstreamResponse("completion carries an error object")
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise BadUpstreamResponse("completion has no choices")
+        if not isinstance(payload.get("created"), int):
+            payload["created"] = created
+        return payload
+
+    def stream_translator(self, *, created: int) -> OpenAIStreamTranslator:
+        return OpenAIStreamTranslator()
+
+    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+        return error_from_payload(payload, text)

@@ -1,0 +1,354 @@
+"""The lean front door for ``/v1/chat/completions`` and ``/chat/completions``.
+
+No Django middleware runs here (spec style §1.3): this module reads the body with its
+size limit, runs the request as a task beside a watcher of ``receive()``, and cancels
+the request, and with it the upstream call, the moment the client disconnects.
+Everything it sends comes from ``gateway.pipeline.handle``; it only adapts replies to
+ASGI.
+
+Shutdown (spec 08 §4, ``gateway.drain``): while the process drains, a new request gets
+503 ``shutting_down`` with ``Retry-After: 1`` (logged as refused once its key is
+known); a request being served is tracked, and the drain's cut, if it comes before
+the reply is decided, turns it into the same 503.  A committed stream is ended by
+``StreamBody`` with its final ``shutting_down`` chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from django.conf import settings
+
+from gateway import drain
+from gateway.config.state import tables
+from gateway.edge import feed
+from gateway.edge.auth import authenticate
+from gateway.inbound.chat import RequestError
+from gateway.inbound.render import JSON_CONTENT_TYPE, JSONReply, error_reply
+from gateway.kernel.types import KeyPolicy, RoutingTable
+from gateway.pipeline.context import (
+    ChatContext,
+    StreamReply,
+    authenticate_request,
+    client_left_early,
+    refuse_oversize,
+)
+from gateway.pipeline.handle import handle_chat
+from gateway.pipeline.record import RunRecord
+from telemetry import metrics, recorder, webhooks
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+logger = logging.getLogger(__name__)
+CHAT_PATHS = frozenset(
+    {
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/chat/completions/",
+        "/chat/completions/",
+    }
+)
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived."""
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int, declared: int | None = None) -> bytes:
+    if declared is not None and declared > limit:
+        raise BodyTooLarge
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def send_json(send: Send, reply: JSONReply) -> None:
+    headers = [JSON_CONTENT_TYPE, *reply.headers]
+    if reply.headers and reply.headers[0] == JSON_CONTENT_TYPE:
+        headers = list(reply.headers)
+    headers.append((b"content-length", str(len(reply.body)).encode()))
+    await send(
+        {"type": "http.response.start", "status": reply.status, "headers": headers}
+    )
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {
+        k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+    }
+
+
+def _declared_length(headers: dict[str, str]) -> int | None:
+    value = headers.get("content-length")
+    return int(value) if value and value.isascii() and value.isdigit() else None
+
+
+class Persist:
+    """Receives the finished run, writes it (queued, or inline in sync mode) and
+    publishes it to the live routing feed."""
+
+    __slots__ = ("run", "table")
+
+    def __init__(self, table: RoutingTable | None = None) -> None:
+        self.run: RunRecord | None = None
+        self.table = table
+
+    def __call__(self, run: RunRecord) -> None:
+        self.run = run
+        run.emit_metrics()
+
+    async def flush(self) -> None:
+        """Queue the rows; with ``OMNIROUTE_LOG_SYNC`` write them before returning."""
+        run, self.run = self.run, None
+        if run is None:
+            return
+        if run.limits is not None:  # spec 08 §6: reconcile the key's reservation
+            run.limits(run)
+        if run.events and self.table is not None:
+            webhooks.publish_events(run.events, self.table)
+        request, attempts = run.rows()
+        feed.publish(request, attempts)  # a background task; never awaited here
+        if settings.OMNIROUTE_LOG_SYNC:
+            try:
+                await asyncio.to_thread(recorder.record_now, request, attempts)
+            except asyncio.CancelledError:
+                recorder.record(request, attempts)
+                raise
+            return
+        recorder.record(request, attempts)
+
+
+async def _serve(
+    ctx: ChatContext, key: KeyPolicy, body: bytes, send: Send, persist: Persist
+) -> None:
+    # spec 06 §2: in progress until the answer is sent, labelled by the request's
+    # ``stream`` flag from the moment handle_chat has parsed the body
+    ctx.enter()
+    try:
+        reply = await handle_chat(body, ctx, key)
+        drain.committed()
+        if isinstance(reply, JSONReply):
+            await persist.flush()
+            await send_json(send, reply)
+            return
+        await _send_stream(reply, send, persist)
+    finally:
+        ctx.leave()
+
+
+async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None:
+    try:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": reply.status,
+                "headers": reply.headers,
+            }
+        )
+        async for frame in reply.body:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+    finally:
+        await reply.body.aclose()  # type: ignore[attr-defined]
+    await persist.flush()
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
+    headers = _headers(scope)
+    if scope["method"] != "POST":
+        await send_json(
+            send,
+            error_reply(
+                405,
+                message="Use POST",
+                error_type="invalid_request_error",
+                code="method_not_allowed",
+            ),
+        )
+        return
+    table = await tables.ensure()
+    persist = Persist(table)
+    ctx = ChatContext(
+        endpoint=scope["path"].rstrip("/"), headers=headers, table=table, record=persist
+    )
+    if drain.is_draining():  # spec 08 §4 step 2: any new request, keyed or not
+        try:
+            found = authenticate(ctx.headers, ctx.table, ctx.received_at)
+        except RequestError:
+            await send_json(send, shutting_down_reply())
+            return
+        reply = _refuse_shutting_down(ctx, found)  # logged under its key
+        await persist.flush()
+        await send_json(send, reply)
+        return
+    key = authenticate_request(ctx)
+    if isinstance(key, JSONReply):  # 401 before the body is even read
+        await send_json(send, key)
+        return
+    limit = settings.OMNIROUTE_MAX_BODY_BYTES
+    try:
+        body = await read_body(receive, limit, _declared_length(headers))
+    except BodyTooLarge:
+        reply = refuse_oversize(ctx, key, limit)
+        await persist.flush()
+        await send_json(send, reply)
+        return
+    except ClientGone:  # spec 06 §1.1: an authenticated request is logged
+        ctx.record(client_left_early(ctx, key))
+        await persist.flush()
+        return
+    with drain.registry.track(asyncio.current_task()) as guard:
+        ctx.record = _cut_aware(persist, guard)
+        await _serve_watched(ctx, key, body, receive, send, persist)
+
+
+def shutting_down_reply() -> JSONReply:
+    """503 ``shutting_down`` with ``Retry-After: 1`` (spec 01, 08 §4)."""
+    return error_reply(
+        503,
+        message=drain.SHUTDOWN_MESSAGE,
+        error_type=drain.SHUTDOWN_ERROR_TYPE,
+        code=drain.SHUTDOWN_CODE,
+        retry_after_s=drain.RETRY_AFTER_SECONDS,
+    )
+
+
+def _refuse_shutting_down(ctx: ChatContext, key: KeyPolicy) -> JSONReply:
+    """The 503 for a request that made no upstream call; logged as refused."""
+    metrics.bounded(metrics.REFUSALS, drain.SHUTDOWN_CODE).inc()
+    run = ctx.start_run(key)
+    run.refuse(503, drain.SHUTDOWN_CODE, drain.SHUTDOWN_MESSAGE)
+    ctx.record(run)
+    return shutting_down_reply()
+
+
+def _cut_aware(persist: Persist, guard: drain.InFlight) -> Callable[[RunRecord], None]:
+    """``ctx.record`` of a tracked request.  A cut before the reply is decided cancels
+    the attempt loop, which logs a client disconnect (499); the client gets the 503
+    instead, and so does the log."""
+
+    def record(run: RunRecord) -> None:
+        if guard.stopping and not guard.committed and run.status == "client_closed":
+            run.refuse(503, drain.SHUTDOWN_CODE, drain.SHUTDOWN_MESSAGE)
+            run.client_disconnected = False
+        persist(run)
+
+    return record
+
+
+async def _serve_guarded(
+    ctx: ChatContext,
+    key: KeyPolicy,
+    body: bytes,
+    send: _SendTracker,
+    persist: Persist,
+) -> None:
+    """``_serve``, with the drain's cut before a decided reply turned into the 503."""
+    guard = drain.current()
+    try:
+        if guard is None or not guard.stopping:  # else: it arrived after the cut
+            await _serve(ctx, key, body, send, persist)
+            return
+    except asyncio.CancelledError:
+        if guard is None or not guard.absorb():
+            raise  # a client disconnect or the server's own cancel
+        if guard.committed or send.started:
+            return  # a stream ended itself, or a client stopped reading its reply
+    if persist.run is None:  # cut before the attempt loop logged anything
+        await send_json(send, _refuse_shutting_down(ctx, key))
+    else:
+        await send_json(send, shutting_down_reply())
+
+
+class _Watch:
+    """Cancels the serving task the moment the client disconnects."""
+
+    __slots__ = ("gone", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.gone = False
+
+    async def __call__(self, receive: Receive) -> None:
+        await wait_for_disconnect(receive)
+        self.gone = True
+        self.task.cancel()
+
+
+async def _serve_watched(
+    ctx: ChatContext,
+    key: KeyPolicy,
+    body: bytes,
+    receive: Receive,
+    send: Send,
+    persist: Persist,
+) -> None:
+    """Serve in this task; one watcher task turns a disconnect into a cancel."""
+    current = asyncio.current_task()
+    assert current is not None
+    watch = _Watch(current)
+    watcher = asyncio.create_task(watch(receive))
+    sent = _SendTracker(send)
+    try:
+        await _serve_guarded(ctx, key, body, sent, persist)
+    except asyncio.CancelledError:
+        if not watch.gone:
+            raise
+        current.uncancel()  # the client left; nothing more to send
+    except (ConnectionError, OSError):
+        pass  # the socket broke while sending; the run is recorded below
+    except Exception:
+        logger.exception("unhandled error while serving %s", ctx.endpoint)
+        if not sent.started:
+            await send_json(
+                send,
+                error_reply(
+                    500,
+                    message="Internal gateway error",
+                    error_type="api_error",
+                    code="internal_error",
+                ),
+            )
+    finally:
+        watcher.cancel()
+        await persist.flush()
+
+
+class _SendTracker:
+    __slots__ = ("send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = True
+        await self.send(message)

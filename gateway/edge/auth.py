@@ -1,0 +1,58 @@
+"""API-key authentication against the routing table (spec 01, 08 §5.1).
+
+Keys are looked up by the SHA-256 digest of the presented key; the final equality
+test uses ``hmac.compare_digest``.  No database query: the table holds every key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+
+from gateway.inbound.chat import RequestError
+from gateway.kernel.types import KeyPolicy, RoutingTable
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    authorization = headers.get("authorization")
+    if authorization:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+    header = headers.get("x-api-key")
+    return header.strip() if header and header.strip() else None
+
+
+def authenticate(
+    headers: Mapping[str, str], table: RoutingTable, now: float
+) -> KeyPolicy:
+    key = presented_key(headers)
+    if key is None:
+        raise RequestError(
+            401,
+            "invalid_api_key",
+            "Missing API key: put the key in the x-api-key header, or in the "
+            "Authorization header after Bearer",
+            error_type="authentication_error",
+        )
+    digest = key_digest(key)
+    policy = table.keys_by_digest.get(digest)
+    if policy is None or not hmac.compare_digest(digest, key_digest(key)):
+        raise RequestError(
+            401, "invalid_api_key", "Invalid API key", error_type="authentication_error"
+        )
+    if not policy.active or (
+        policy.expires_at is not None and now >= policy.expires_at
+    ):
+        raise RequestError(
+            401,
+            "key_disabled",
+            "This API key is disabled or expired",
+            error_type="authentication_error",
+        )
+    return policy

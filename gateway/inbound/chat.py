@@ -1,0 +1,359 @@
+"""Client body -> ``ChatRequest``, or a 4xx that names the field (spec 01, 02 §3).
+
+The redundancy validation rows of spec 02 §3 are checked in their order (1..11), each
+row over all entries in index order, so the first problem found is the one reported.
+Model resolution (rows 12..14) needs the routing table and happens in the service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway import jsonload
+from gateway.kernel.chain import EntrySpec
+from gateway.kernel.errors import RETRYABLE_REASONS
+
+GATEWAY_FIELDS = (
+    "models",
+    "fallback_models",
+    "redundancy",
+    "session_id",
+    "litellm_session_id",
+)
+_ENTRY_KEYS = frozenset({"model", "timeout_ms", "first_token_timeout_ms"})
+_REDUNDANCY_KEYS = frozenset({"timeout_ms", "first_token_timeout_ms", "on"})
+TIMEOUT_MS_RANGE = (1000, 300_000)  # spec 02 §3 row 9
+FIRST_TOKEN_MS_RANGE = (500, 60_000)  # spec 02 §3 row 10
+_MAX_MODELS = 3
+_MAX_FALLBACKS = 2
+_ON_VALUES = tuple(reason.value for reason in RETRYABLE_REASONS)
+
+# Standard options checked here so that an obvious mistake is a clear 400 rather than
+# an opaque upstream rejection: name -> (kind, minimum, maximum).
+_NUMBER_OPTIONS: dict[str, tuple[str, float | None, float | None]] = {
+    "temperature": ("number", 0, 2),
+    "top_p": ("number", 0, 1),
+    "presence_penalty": ("number", -2, 2),
+    "frequency_penalty": ("number", -2, 2),
+    "max_tokens": ("integer", 1, None),
+    "max_completion_tokens": ("integer", 1, None),
+    "n": ("integer", 1, 128),
+}
+
+
+class RequestError(Exception):
+    """A refusal that names the field; rendered as the OpenAI error envelope."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+        self.error_type = error_type
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainEntry:
+    model: str
+    #: the field a resolution error names: "model", "models[1]" for a string entry,
+    #: "fallback_models[0].model" for an object entry (spec 02 §3 rows 12-14)
+    param: str
+    timeout_ms: int | None = None
+    first_token_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Redundancy:
+    timeout_ms: int | None = None
+    first_token_timeout_ms: int | None = None
+    on: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatRequest:
+    body: dict[str, Any]  # gateway fields removed; what goes upstream (model aside)
+    stream: bool
+    model: str | None
+    entries: tuple[ChainEntry, ...]  # explicit chain (rules 1-2) or ``[model]``
+    explicit_chain: bool
+    redundancy: Redundancy
+    include_usage: bool
+    #: ``session_id`` / ``litellm_session_id`` as sent (never forwarded, 05 §1.1)
+    session_fields: dict[str, Any] = field(default_factory=dict)
+
+    def entry_specs(self) -> tuple[EntrySpec, ...]:
+        """The chain entries as sent, in the planner's terms."""
+        return tuple(
+            EntrySpec(
+                model=e.model,
+                param=e.param,
+                timeout_ms=e.timeout_ms,
+                first_token_timeout_ms=e.first_token_timeout_ms,
+            )
+            for e in self.entries
+        )
+
+
+def _invalid(code: str, param: str | None, message: str) -> RequestError:
+    return RequestError(400, code, message, param=param)
+
+
+def _is_int(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and value.is_integer()
+
+
+def _check_range(value: Any, bounds: tuple[int, int], param: str) -> int:
+    low, high = bounds
+    if not _is_int(value) or not low <= value <= high:
+        raise _invalid(
+            "invalid_value", param, f"'{param}' must be an integer in {low}..{high}"
+        )
+    return int(value)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = jsonload.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _invalid(
+            "invalid_json", None, f"Request body is not valid JSON: {exc}"
+        ) from None
+    if not isinstance(body, dict):
+        raise _invalid("invalid_type", None, "Request body must be a JSON object")
+    return body
+
+
+def _entry_list(body: dict[str, Any], name: str, limit: int) -> list[Any] | None:
+    if name not in body:
+        return None
+    value = body[name]
+    if not isinstance(value, list) or not 1 <= len(value) <= limit:
+        raise _invalid(
+            "invalid_value", name, f"'{name}' must be a list of 1..{limit} entries"
+        )
+    return value
+
+
+def _check_entries(listed: list[tuple[str, Any]]) -> None:
+    for param, entry in listed:  # row 5
+        is_string = isinstance(entry, str) and entry != ""
+        if not is_string and not isinstance(entry, dict):
+            raise _invalid(
+                "invalid_type", param, f"'{param}' must be a model string or an object"
+            )
+    for param, entry in listed:  # row 6
+        if isinstance(entry, dict):
+            model = entry.get("model")
+            if not isinstance(model, str) or model == "":
+                raise _invalid(
+                    "invalid_type",
+                    f"{param}.model",
+                    f"'{param}.model' must be a non-empty string",
+                )
+
+
+def _chain_entry(
+    param: str,
+    entry: str | dict[str, Any],
+    timeouts: dict[str, int],
+    first: dict[str, int],
+) -> ChainEntry:
+    """A validated entry; an object entry's model is named ``<path>.model`` (row 12)."""
+    if isinstance(entry, str):
+        return ChainEntry(model=entry, param=param)
+    return ChainEntry(
+        model=entry["model"],
+        param=f"{param}.model",
+        timeout_ms=timeouts.get(param),
+        first_token_timeout_ms=first.get(param),
+    )
+
+
+def _check_entry_keys(listed: list[tuple[str, Any]], redundancy: Any) -> None:
+    for param, entry in listed:  # row 8
+        if isinstance(entry, dict):
+            for key in entry:
+                if key not in _ENTRY_KEYS:
+                    raise _invalid(
+                        "unknown_parameter",
+                        f"{param}.{key}",
+                        f"Unknown parameter '{param}.{key}'",
+                    )
+    if isinstance(redundancy, dict):
+        for key in redundancy:
+            if key not in _REDUNDANCY_KEYS:
+                raise _invalid(
+                    "unknown_parameter",
+                    f"redundancy.{key}",
+                    f"Unknown parameter 'redundancy.{key}'",
+                )
+
+
+def _timeouts(
+    listed: list[tuple[str, Any]],
+    redundancy: dict[str, Any],
+    field: str,
+    bounds: tuple[int, int],
+) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for param, entry in listed:
+        if isinstance(entry, dict) and field in entry:
+            found[param] = _check_range(entry[field], bounds, f"{param}.{field}")
+    if field in redundancy:
+        found["redundancy"] = _check_range(
+            redundancy[field], bounds, f"redundancy.{field}"
+        )
+    return found
+
+
+def _on(redundancy: dict[str, Any]) -> tuple[str, ...] | None:
+    if "on" not in redundancy:
+        return None
+    value = redundancy["on"]
+    if not isinstance(value, list) or any(item not in _ON_VALUES for item in value):
+        raise _invalid(
+            "invalid_value",
+            "redundancy.on",
+            "'redundancy.on' must be a list of: " + ", ".join(_ON_VALUES),
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def _check_options(body: dict[str, Any]) -> None:
+    if "stream" in body and not isinstance(body["stream"], bool | None):
+        raise _invalid("invalid_type", "stream", "'stream' must be a boolean")
+    for name, (kind, low, high) in _NUMBER_OPTIONS.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        ok_type = (
+            _is_int(value)
+            if kind == "integer"
+            else (isinstance(value, int | float) and not isinstance(value, bool))
+        )
+        if not ok_type:
+            raise _invalid("invalid_type", name, f"'{name}' must be a {kind}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"{low}..{high}" if high is not None else f">= {low}"
+            raise _invalid("invalid_value", name, f"'{name}' must be {bounds}")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise _invalid(
+            "invalid_type", "stream_options", "'stream_options' must be an object"
+        )
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise _invalid("invalid_type", "tools", "'tools' must be a list")
+
+
+def _check_messages(body: dict[str, Any]) -> None:
+    if "messages" not in body:
+        raise _invalid("missing_parameter", "messages", "'messages' is required")
+    messages = body["messages"]
+    if not isinstance(messages, list):
+        raise _invalid("invalid_type", "messages", "'messages' must be a list")
+    if not messages:  # the right type, a value not allowed
+        raise _invalid("invalid_value", "messages", "'messages' must not be empty")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _invalid(
+                "invalid_type",
+                f"messages[{index}]",
+                f"'messages[{index}]' must be an object",
+            )
+        if not isinstance(message.get("role"), str):
+            raise _invalid(
+                "invalid_type",
+                f"messages[{index}].role",
+                f"'messages[{index}].role' must be a string",
+            )
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Validate a chat body; raises ``RequestError`` naming the first bad field."""
+    body = parse_body(raw)
+    if "models" in body and "fallback_models" in body:  # row 1
+        raise _invalid(
+            "conflicting_parameters",
+            "fallback_models",
+            "'models' and 'fallback_models' cannot be used together",
+        )
+    models = _entry_list(body, "models", _MAX_MODELS)  # row 2
+    fallbacks = _entry_list(body, "fallback_models", _MAX_FALLBACKS)  # row 3
+    model = body.get("model")
+    if models is None and (not isinstance(model, str) or model == ""):  # row 4
+        raise _invalid("missing_parameter", "model", "'model' is required")
+    listed: list[tuple[str, Any]]
+    if models is not None:
+        listed = [(f"models[{i}]", entry) for i, entry in enumerate(models)]
+    else:
+        listed = [(f"fallback_models[{i}]", e) for i, e in enumerate(fallbacks or [])]
+    _check_entries(listed)  # rows 5-6
+    redundancy = body.get("redundancy", {})
+    if "redundancy" in body and not isinstance(redundancy, dict):  # row 7
+        raise _invalid("invalid_type", "redundancy", "'redundancy' must be an object")
+    _check_entry_keys(listed, redundancy)  # row 8
+    timeouts = _timeouts(listed, redundancy, "timeout_ms", TIMEOUT_MS_RANGE)  # row 9
+    first = _timeouts(  # row 10
+        listed, redundancy, "first_token_timeout_ms", FIRST_TOKEN_MS_RANGE
+    )
+    on = _on(redundancy)  # row 11
+    entries = [_chain_entry(param, entry, timeouts, first) for param, entry in listed]
+    if models is None:
+        assert isinstance(model, str)
+        entries.insert(0, ChainEntry(model=model, param="model"))
+    _check_messages(body)
+    _check_options(body)
+    stream = bool(body.get("stream"))
+    options = body.get("stream_options")
+    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    clean = {k: v for k, v in body.items() if k not in GATEWAY_FIELDS}
+    return ChatRequest(
+        body=clean,
+        stream=stream,
+        model=model if isinstance(model, str) else None,
+        entries=tuple(entries),
+        explicit_chain=models is not None or fallbacks is not None,
+        redundancy=Redundancy(
+            timeout_ms=timeouts.get("redundancy"),
+            first_token_timeout_ms=first.get("redundancy"),
+            on=on,
+        ),
+        include_usage=include_usage,
+        session_fields={
+            k: body[k] for k in ("session_id", "litellm_session_id") if k in body
+        },
+    )
+
+
+def model_sent(raw: bytes) -> str:
+    """The model string of a body that failed validation, for its log row (spec 06
+    §1.1); empty when the body has none (not JSON, not an object, no string)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    model = body.get("model")
+    models = body.get("models")
+    if not isinstance(model, str) and isinstance(models, list) and models:
+        first = models[0]
+        model = first.get("model") if isinstance(first, dict) else first
+    return model[:256] if isinstance(model, str) else ""

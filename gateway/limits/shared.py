@@ -1,0 +1,276 @@
+"""Per-key limits shared by every worker through Redis (spec 08 §3.1, §6).
+
+Keys (``<id>`` is the API key id, ``<minute>`` minutes since the epoch, ``<start>``
+the period's first day, ``YYYY-MM-DD``):
+
+* ``omniroute:rl:<id>:req:<minute>``, ``omniroute:rl:<id>:tok:<minute>``: integers,
+  TTL 120 s (a bucket is read in its minute and the next one).
+* ``omniroute:budget:<id>:<start>:spent``: integer micro-USD; ``…:resv``: sorted set
+  of reservations ``<request id>:<micro-USD>`` scored by expiry (unix ms).  Both
+  expire two days after the period ends.  ``…:seed`` is the short seeding lock.
+
+Admission is ONE script (check rpm → tpm → budget; commit only when all pass; drop
+expired reservations), so concurrent requests on any number of workers are decided
+one after another.  The time comes from the calling worker (``now_ms``), so the
+maths is the one of ``gateway.kernel.limits``; workers' clocks are assumed to agree
+(NTP).  A missing ``spent`` makes the script answer "seed me": the worker takes the
+seeding lock, reads the database sum (``SpentSeeds``), writes it with ``SET NX`` and
+admits again; other workers wait for it briefly.  Reconciliation never creates
+``spent`` or a token bucket: a key that is gone is rebuilt from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from gateway.kernel import limits as math_
+from gateway.limits.store import (
+    BUDGET_REFUSAL,
+    Demand,
+    Refusal,
+    SeedUnavailable,
+    SharedUnavailable,
+    SpentSeeds,
+    rate_refusal,
+)
+
+PREFIX = "omniroute"
+#: how long the seeding lock is held at most, and how long others wait for it
+SEED_LOCK_MS = 2000
+SEED_WAIT_SECONDS = 0.02
+SEED_ROUNDS = 50
+#: connections per worker to Redis for admissions; a burst beyond waits for one
+POOL_CONNECTIONS = 16
+WARM_TIMEOUT_S = 2.0
+logger = logging.getLogger("omniroute.limits")
+
+ADMITTED, RATE_LIMITED, OVER_BUDGET, NEEDS_SEED = 0, 1, 2, 3
+
+# KEYS: req:<minute> req:<minute-1> tok:<minute> tok:<minute-1> spent resv
+# ARGV: now_ms rpm tpm E budget C member expires_ms budget_expire_at window_ttl
+# rpm/tpm 0 = none; budget -1 = none.  Integer arithmetic as in engine/limits.py.
+ADMIT_LUA = """
+local now = tonumber(ARGV[1])
+local rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3])
+local need, budget, cost = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local rest = 60000 - (now % 60000)
+local function read(key) return tonumber(redis.call('GET', key) or '0') end
+local rc, rp, tc, tp = 0, 0, 0, 0
+local limited = false
+if rpm > 0 then
+  rc, rp = read(KEYS[1]), read(KEYS[2])
+  if rc * 60000 + rp * rest + 60000 > rpm * 60000 then limited = true end
+end
+if tpm > 0 then
+  tc, tp = read(KEYS[3]), read(KEYS[4])
+  if tc * 60000 + tp * rest + need * 60000 > tpm * 60000 then limited = true end
+end
+if limited then return {1, rc, rp, tc, tp} end
+if budget >= 0 then
+  local spent = redis.call('GET', KEYS[5])
+  if not spent then return {3} end
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+  local held = 0
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    held = held + tonumber(string.match(member, ':(%d+)$'))
+  end
+  local committed = tonumber(spent) + held
+  if committed >= budget or committed + cost > budget then return {2} end
+  redis.call('ZADD', KEYS[6], ARGV[8], ARGV[7])
+  redis.call('EXPIREAT', KEYS[6], ARGV[9])
+end
+if rpm > 0 then
+  redis.call('INCR', KEYS[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[10])
+end
+if tpm > 0 then
+  redis.call('INCRBY', KEYS[3], need)
+  redis.call('EXPIRE', KEYS[3], ARGV[10])
+end
+return {0}
+"""
+
+# KEYS: tok:<admission minute> spent resv ; ARGV: tokens_delta member cost
+RECONCILE_LUA = """
+local delta, cost = tonumber(ARGV[1]), tonumber(ARGV[3])
+if delta ~= 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('INCRBY', KEYS[1], delta) < 0 then
+    redis.call('SET', KEYS[1], 0, 'KEEPTTL')
+  end
+end
+if ARGV[2] ~= '' then redis.call('ZREM', KEYS[3], ARGV[2]) end
+if cost > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('INCRBY', KEYS[2], cost)
+end
+return 0
+"""
+
+
+def window_key(key_id: int, kind: str, minute: int) -> str:
+    return f"{PREFIX}:rl:{key_id}:{kind}:{minute}"
+
+
+def budget_key(key_id: int, label: str, part: str) -> str:
+    return f"{PREFIX}:budget:{key_id}:{label}:{part}"
+
+
+def _budget_keys(demand: Demand) -> tuple[str, str]:
+    if demand.period is None:  # never touched by the scripts: budget is -1
+        return (f"{PREFIX}:budget:none", f"{PREFIX}:budget:none")
+    label = demand.period.label
+    return budget_key(demand.key_id, label, "spent"), budget_key(
+        demand.key_id, label, "resv"
+    )
+
+
+class RedisLimits:
+    """Admission and reconciliation scripts on one Redis; one client per loop."""
+
+    def __init__(self, url: str, *, timeout_s: float, seeds: SpentSeeds) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.seeds = seeds
+        self._client: tuple[asyncio.AbstractEventLoop, Redis, Any, Any] | None = None
+
+    def _connect(self) -> tuple[Redis, Any, Any]:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client[0] is not loop:
+            # A bounded pool a burst waits on rather than opening a connection per
+            # concurrent request: a connect inside the per-call timeout is what
+            # failed a cold worker's first burst over to in-process limits.
+            pool = BlockingConnectionPool.from_url(
+                self.url,
+                max_connections=POOL_CONNECTIONS,
+                timeout=self.timeout_s,
+                socket_timeout=self.timeout_s,
+                socket_connect_timeout=self.timeout_s,
+                retry=Retry(NoBackoff(), 0),  # a failure falls back at once (§3.3)
+            )
+            client = Redis(connection_pool=pool)
+            self._client = (
+                loop,
+                client,
+                client.register_script(ADMIT_LUA),
+                client.register_script(RECONCILE_LUA),
+            )
+        return self._client[1], self._client[2], self._client[3]
+
+    async def warm(self) -> None:
+        """Open the pool's connections and load both scripts before traffic (at
+        start-up, with a start-up's patience); a failure is only logged."""
+        client, _, _ = self._connect()
+        try:
+            async with asyncio.timeout(WARM_TIMEOUT_S):
+                await asyncio.gather(*(client.ping() for _ in range(POOL_CONNECTIONS)))
+                await client.script_load(ADMIT_LUA)
+                await client.script_load(RECONCILE_LUA)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning("limits: Redis not warmed at start-up (%s)", exc)
+
+    async def admit(self, demand: Demand) -> Refusal | None:
+        """Admit or refuse; ``SharedUnavailable`` when Redis failed or timed out."""
+        try:
+            return await self._admit(demand)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise SharedUnavailable(type(exc).__name__) from exc
+
+    async def reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None:
+        try:
+            await self._reconcile(demand, tokens_delta, cost)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise SharedUnavailable(type(exc).__name__) from exc
+
+    async def _admit(self, demand: Demand) -> Refusal | None:
+        client, script, _ = self._connect()
+        for _ in range(SEED_ROUNDS):
+            reply = await self._run_admit(script, demand)
+            if reply[0] != NEEDS_SEED:
+                return _verdict(demand, reply)
+            try:
+                await self._seed(client, demand, wait=True)
+            except SeedUnavailable:
+                demand = demand.without_budget()
+        await self._seed(client, demand, wait=False)
+        return _verdict(demand, await self._run_admit(script, demand))
+
+    async def _run_admit(self, script: Any, demand: Demand) -> list[int]:
+        minute = demand.minute
+        spent, resv = _budget_keys(demand)
+        keys = [
+            window_key(demand.key_id, "req", minute),
+            window_key(demand.key_id, "req", minute - 1),
+            window_key(demand.key_id, "tok", minute),
+            window_key(demand.key_id, "tok", minute - 1),
+            spent,
+            resv,
+        ]
+        args = [
+            demand.now_ms,
+            demand.rpm or 0,
+            demand.tpm or 0,
+            demand.tokens,
+            demand.budget if demand.budget is not None else -1,
+            demand.cost,
+            demand.member,
+            demand.now_ms + math_.RESERVATION_TTL_SECONDS * 1000,
+            demand.period.expire_at if demand.period is not None else 0,
+            math_.WINDOW_TTL_SECONDS,
+        ]
+        async with asyncio.timeout(self.timeout_s):
+            reply = await script(keys=keys, args=args)
+        return [int(x) for x in reply]
+
+    async def _seed(self, client: Redis, demand: Demand, *, wait: bool) -> None:
+        """Write ``spent`` from the database unless another worker is doing it."""
+        if demand.period is None:
+            return
+        spent, _ = _budget_keys(demand)
+        lock = budget_key(demand.key_id, demand.period.label, "seed")
+        token = uuid.uuid4().hex
+        async with asyncio.timeout(self.timeout_s):
+            held = await client.set(lock, token, nx=True, px=SEED_LOCK_MS)
+        if not held and wait:
+            await asyncio.sleep(SEED_WAIT_SECONDS)
+            return
+        try:
+            value = await self.seeds.get(demand.key_id, demand.period)
+            async with asyncio.timeout(self.timeout_s):
+                await client.set(spent, value, nx=True, exat=demand.period.expire_at)
+        finally:
+            if held:
+                async with asyncio.timeout(self.timeout_s):
+                    await client.delete(lock)
+
+    async def _reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None:
+        _, _, script = self._connect()
+        spent, resv = _budget_keys(demand)
+        keys = [window_key(demand.key_id, "tok", demand.minute), spent, resv]
+        member = demand.member if demand.budget is not None else ""
+        async with asyncio.timeout(self.timeout_s):
+            await script(keys=keys, args=[tokens_delta, member, cost])
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client[1], None
+            await client.aclose()
+
+
+def _verdict(demand: Demand, reply: list[int]) -> Refusal | None:
+    if reply[0] == ADMITTED:
+        return None
+    if reply[0] == RATE_LIMITED:
+        return rate_refusal(demand, (reply[1], reply[2]), (reply[3], reply[4]))
+    if reply[0] == OVER_BUDGET:
+        return BUDGET_REFUSAL
+    raise SharedUnavailable("spent stayed unseeded")
+
+
+__all__ = ["RedisLimits", "budget_key", "window_key"]
