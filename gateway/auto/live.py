@@ -1,12 +1,30 @@
-"""The auto engine inside the gateway (spec 04): live lookups for the pure pipeline,
-the request headers, self-healing probes, and the chaos fan-out.
+"""The auto engine's glue inside the gateway (spec 04): what the pure pipeline
+(``gateway.auto.engine.decide.decide``) needs from live state, the per-request headers,
+and the self-healing bookkeeping.
 
-``plan_auto(loop, slot)`` turns an ``auto…`` slot (or a persisted ``strategy: auto``
-combo) into an attempt order by running ``gateway.auto.engine.decide.decide`` over the
-routing table snapshot, the health board, the quota readings, the 24 h statistics
-(``gateway.auto.stats``), the Arena fitness (``gateway.auto.arena``, only while
-``OMNIROUTE_ARENA_ELO_SYNC_ENABLED``), the live window and the healing entries of the
-state store.  Nothing here queries the database.
+- ``auto_route(slot)``: the ``AutoRoute`` of a slot, a built-in ``auto…`` id or a
+  persisted ``strategy: auto`` combo (None for any other slot).
+- ``read_controls(headers)``: the ``X-OmniRoute-Mode``, ``X-OmniRoute-Budget`` and
+  ``X-OmniRoute-Budget-Fallback`` headers (§5), read once per request; a bad budget
+  is a 400 ``invalid_budget``.
+- ``environment(...)``: the live lookups of ``decide`` over the routing table
+  snapshot: reachability and circuit state from the health board, quota readings,
+  in-flight counts (``providers.target_stats``), the 24 h statistics
+  (``gateway.auto.stats``, else the live window), the Arena fitness
+  (``gateway.auto.arena``, only while ``OMNIROUTE_ARENA_ELO_SYNC_ENABLED``), the
+  key's candidate overrides, the self-healing entries and the LKGP record; given the
+  pool, the state-store records are read in one ``get_many``.  Used by
+  ``plan_auto``, the candidates endpoint (``gateway.ops.auto_views``) and explain-route
+  (``gateway.ops.explain``, a dry run without Nadir).
+- ``plan_auto(...)``: one auto slot's ``Decision`` for the attempt loop
+  (``gateway.pipeline.handle``): the servable pool, ``environment`` and ``decide``,
+  then the decision's self-healing writes stored (§6).
+- ``probe_started`` / ``probe_finished``: a self-healing probe's outcome applied to
+  its entry (§6), called by the attempt loop and the ``auto/chaos`` fan-out
+  (``gateway.slots.chaos``).
+
+Nothing here queries the database: the statistics and the Arena fitness come from
+in-memory caches, the rest from the health board and the state store.
 """
 
 from __future__ import annotations

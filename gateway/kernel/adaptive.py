@@ -1,10 +1,9 @@
 """Adaptive routing (spec 05 §3): peak-EWMA latency, weights, weighted P2C.
 
-``adaptive`` is not an "order everything up front" strategy: it picks one candidate,
-and after a failover trigger picks again over the candidates still eligible, with
-the weights recomputed (§3.5 step 4).  The caller owns eligibility (§3.1: active,
-below ``max_concurrency``, request filters, not tried yet) and health (§3.3); this
-module decides:
+Pure: no Django, no I/O.  ``adaptive`` picks one candidate, and after a failover
+trigger picks again over the candidates still eligible, with ``D`` and the weights
+recomputed (§3.5 step 4).  The caller owns eligibility (§3.1: active, below
+``max_concurrency``, request filters) and health (§3.3); this module decides:
 
 1. ``LatencyEstimator`` — per target key ``L`` (ms), the time ``t0`` of its last
    sample and the in-flight count ``n`` (§3.2).  A sample ``x`` at ``t``: the first
@@ -20,9 +19,19 @@ module decides:
 4. ``all_cooling_choice`` (§3.1) — when every eligible candidate is cooling, the one
    whose cooling ends soonest.
 
-``choose`` is one pick (pool default, weights, selection) and ``plan_order`` repeats
-it to list a whole attempt order; the gateway calls ``choose`` lazily after each
-failure so that the failed attempt's own sample counts.
+``choose`` is one pick (pool default, weights, selection); ``plan_order`` repeats it
+over the candidates not yet picked to list a whole attempt order (the first pick
+``single`` or ``p2c``, every later one ``failover``).
+
+In the gateway the combo planner (``gateway.combo_session``) reads each eligible
+candidate's estimate and in-flight count once (``observe``) and draws the whole
+attempt order up front with ``plan_order``: a failure during the request does not
+reorder the picks after it.  It also calls ``all_cooling_choice`` when every
+eligible candidate cools, and ``pool_default`` for the
+``omniroute_routing_latency_estimate_ms`` gauge.  The estimator is one per process
+(``providers.latency``), fed by every attempt (``gateway.health_glue``: ``started``,
+``finished``, ``sample``, ``error_sample``) and cleared per connection by "Reset
+health state" (``forget``).
 
 Invariants: a candidate of weight 0 (standby) is never drawn while one of positive
 weight is in the set; ``rng.random()`` is called exactly twice per draw and never

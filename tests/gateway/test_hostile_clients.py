@@ -1,5 +1,5 @@
 """Odd and hostile clients get a JSON answer and a log row (spec 01: all JSON; 06
-§1.1: every authenticated request is logged), found by a black-box audit."""
+§1.1: every authenticated request is logged)."""
 
 from __future__ import annotations
 

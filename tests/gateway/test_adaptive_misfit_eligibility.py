@@ -1,8 +1,9 @@
-"""Review: adaptive eligibility and the request-shaped filters (spec 05 §3.1).
+"""Adaptive eligibility and the request-shaped filters (spec 05 §3.1).
 
 A target that fails the request filters of 03 §4.2 (context size, capabilities) is
 not eligible; the all-cooling exception chooses among the *eligible* candidates only,
-so it must neither return a misfit nor prefer one (a misfit has no cooling end).
+so it must neither return a misfit nor prefer one (a misfit has no cooling end). A
+pinned target too small for one request is bypassed and keeps its pin (§1.4).
 """
 
 from __future__ import annotations

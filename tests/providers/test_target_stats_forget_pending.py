@@ -1,8 +1,8 @@
-"""Review: "Reset health state" must also drop this worker's unsent minute counts.
+"""The operator's "Reset health state" also drops this worker's unsent minute counts.
 
-``forget`` cleared the local minutes and every worker's Redis buckets, but the
-counts still waiting in this worker's pending batch were then added back: at once
-in ``snapshot_many`` (unsent deltas count) and in Redis when the writer sent them.
+``forget`` clears the local minutes, every worker's Redis buckets and the counts
+still waiting in this worker's pending batch, so they are not added back: neither at
+once in ``snapshot_many`` (unsent deltas count) nor in Redis when the writer sends.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The attempt loop against spec 02 §6.3, §7, §11, §12, with a scripted upstream."""
+"""The attempt loop against spec 02 §6.3, §7, §11, §12, with a scripted upstream: a skip
+found at the call never stops the loop, ``omniroute_failovers_total`` counts moves to a
+next target only, the skips of a served request go to its request row, and the
+``model_failover`` event names the entries as sent."""
 
 from __future__ import annotations
 

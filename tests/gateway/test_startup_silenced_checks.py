@@ -1,5 +1,5 @@
-"""Review: the start-up refusal (spec 08 §1) agrees with ``manage.py check``: a check
-the settings silence (``SILENCED_SYSTEM_CHECKS``) stops neither of them."""
+"""The start-up refusal (spec 08 §1) agrees with ``manage.py check``: a check the
+settings silence (``SILENCED_SYSTEM_CHECKS``) stops neither of them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Audit of spec 05 §1.4, §3.1, §3.4 and §3.8 in the combo planner: the all-cooling
-choice (ties to the higher weight; its success pins and warms the session), failover
-selections in ``omniroute_routing_selections_total``, and the latency gauge."""
+"""The ``adaptive`` strategy in the combo planner (spec 05 §1.4, §3.1, §3.4, §3.8): the
+all-cooling choice (ties to the higher weight; its success pins and warms the session),
+failover selections in ``omniroute_routing_selections_total``, the latency gauge, and
+the pin release of E7 when the pinned target cools mid-request."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Audit of spec 03 §4-§5 in the combo planner (``gateway.planning.combo``): fill-first
-orders the connections inside a target by the same rule as the targets (§5.2)."""
+"""The combo planner (``gateway.planning.combo``) against spec 03 §4-§5: fill-first
+orders the connections inside a target by the same rule as the targets (§5.2) and
+ignores prompt-cache affinity (§4.1); the request-shaped filters (§4.2: context
+window, capabilities) run before ordering, so a misfit is a skip item and is never
+drawn."""
 
 from __future__ import annotations
 

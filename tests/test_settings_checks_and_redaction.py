@@ -1,4 +1,4 @@
-"""Audit of spec 08 §1 and §5: settings parsing, system checks, log redaction.
+"""Settings parsing, system checks and log redaction (spec 08 §1 and §5).
 
 The settings are read once per process, so each case runs ``manage.py`` in a fresh
 interpreter with a clean environment (only what the case sets).

@@ -1,6 +1,6 @@
-"""Spec 05 audit through the real gateway: session sources and what goes upstream
-(§1.1), tier headers on both endpoints streaming or not (§2.4), tier pins scoped by
-API key (§1.3, E2) and the pin release of E7 (§1.4) with its metrics (§3.8)."""
+"""Spec 05 through the real gateway: session sources and what goes upstream (§1.1),
+tier headers on both endpoints streaming or not (§2.4), tier pins scoped by API key
+(§1.3, E2) and the pin release of E7 (§1.4) with its metrics (§3.8)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ CLAUDE_USER = "user_abc_account__session_0F3B2A1C-1111-2222-3333-444455556666"
 
 
 @pytest.fixture(scope="module")
-def audit_gateway(gateway):
+def tiered_gateway(gateway):
     result = gateway.apply(f"""
 combos:
   - name: a5-easy
@@ -78,9 +78,9 @@ def _logged(gateway, before: int):
     ],
 )
 def test_session_sources_are_logged_and_never_forwarded(
-    audit_gateway, client, upstream, headers, body, session, source
+    tiered_gateway, client, upstream, headers, body, session, source
 ):
-    before = len(audit_gateway.requests_log())
+    before = len(tiered_gateway.requests_log())
     response = client.post(
         "/v1/chat/completions",
         headers=headers,
@@ -91,7 +91,7 @@ def test_session_sources_are_logged_and_never_forwarded(
         },
     )
     assert response.status_code == 200, response.text
-    row = _logged(audit_gateway, before)
+    row = _logged(tiered_gateway, before)
     assert (row["session_id"], row["session_source"]) == (session, source)
     sent = upstream.requests()[-1]
     assert "session_id" not in sent["body"]
@@ -104,7 +104,7 @@ def test_session_sources_are_logged_and_never_forwarded(
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/chat/completions"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_tier_headers_on_both_endpoints_streaming_or_not(
-    audit_gateway, client, upstream, path, stream
+    tiered_gateway, client, upstream, path, stream
 ):
     response = client.post(
         path,
@@ -120,7 +120,7 @@ def test_tier_headers_on_both_endpoints_streaming_or_not(
     assert response.headers["x-omniroute-tier-target"] == "a5-easy"
     assert response.headers["x-omniroute-tier-score"] == "0"
     assert "x-omniroute-tier-mode" not in response.headers
-    text = httpx.get(f"{audit_gateway.url}/metrics").text
+    text = httpx.get(f"{tiered_gateway.url}/metrics").text
     assert 'omniroute_smartroute_signals_total{alias="a5",signal="header_ignored"}' in (
         text
     )
@@ -139,7 +139,7 @@ def _tier(client, session: str, content: str, key: str | None = None) -> str:
     return response.headers["x-omniroute-tier"]
 
 
-def test_e2_the_tier_pin_belongs_to_the_key(audit_gateway, client, upstream):
+def test_e2_the_tier_pin_belongs_to_the_key(tiered_gateway, client, upstream):
     session = f"e2-{next(_ids)}"
     assert _tier(client, session, "think step by step") == "hard"
     assert _tier(client, session, "thanks!") == "hard"  # session_pin
@@ -173,19 +173,19 @@ def _affinity(outcome: str) -> str:
     )
 
 
-def test_e7_pin_release(audit_gateway, client, upstream):
+def test_e7_pin_release(tiered_gateway, client, upstream):
     session = f"e7-{next(_ids)}"
     a = _served(client, session)
     b = "pb/m2" if a == "pa/m1" else "pa/m1"
-    released = _metric(audit_gateway, _affinity("released"))
+    released = _metric(tiered_gateway, _affinity("released"))
     upstream.add(a.split("/")[1], status=429, headers={"retry-after": "1"}, times=1)
     assert _served(client, session) == b  # A cools, the pin is released, B serves
-    assert _metric(audit_gateway, _affinity("released")) == released + 1
+    assert _metric(tiered_gateway, _affinity("released")) == released + 1
     time.sleep(1.2)  # A has recovered
-    honored = _metric(audit_gateway, _affinity("honored"))
+    honored = _metric(tiered_gateway, _affinity("honored"))
     assert {_served(client, session) for _ in range(4)} == {b}
-    assert _metric(audit_gateway, _affinity("honored")) == honored + 4
+    assert _metric(tiered_gateway, _affinity("honored")) == honored + 4
     upstream.add(b.split("/")[1], status=401, times=1)
     assert _served(client, session) == a  # B auth-disabled: released, A serves
-    assert _metric(audit_gateway, _affinity("released")) == released + 2
+    assert _metric(tiered_gateway, _affinity("released")) == released + 2
     assert _served(client, session) == a

@@ -1,12 +1,16 @@
-"""Findings of a black-box audit against spec 01-05, through the real gateway.
+"""Routing, refusal and logging cases of spec 01-06 through the real gateway.
 
 Each case is one behaviour a client sees: the upstream is called at most once per
 target (02 §5), the serving combo's strategy is reported also through a combo-ref
-(01), an ``auto`` pool the engine let fall open is called rather than skipped
-(04 §2.3 F6), an ``auto`` pool that leaves nothing to call answers with
-``error.attempts`` (01 "When nothing was served"), the ``model_failover`` log line
-names the key (02 §12), and a client that leaves a committed stream is logged with
-the model that served it (06 §1.1).
+(01) and carried by the log row, an ``auto`` pool the engine let fall open is called
+rather than skipped (04 §2.3 F6), an ``auto`` pool that leaves nothing to call answers
+with ``error.attempts`` (01 "When nothing was served"), the ``model_failover`` log line
+names the key (02 §12), a client that leaves a committed stream is logged with the
+model that served it (06 §1.1) and a cancelled stream attempt keeps the status it got;
+refusals are counted and logged with the model sent, their route and the chain; new
+credentials from an import clear an auth disable; the last chunk repeats the usage a
+client asked for; budget-fallback combos, chaos slots and smart aliases route in a
+chain; an interrupted Anthropic stream bills what it delivered.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ KEY_DEFAULTS = "sk-or-test-defaults-alias-000000000000000000000"
 
 
 @pytest.fixture(scope="module")
-def audited(gateway, mock):
+def extended(gateway, mock):
     result = gateway.apply(f"""
 providers:
   - slug: pv
@@ -80,20 +84,20 @@ api_keys:
 
 
 def test_an_upstream_reset_on_a_reused_connection_is_not_sent_again(
-    audited, client, upstream
+    extended, client, upstream
 ):
-    assert post_chat(audited, model="pa/m1").status_code == 200  # pools a connection
+    assert post_chat(extended, model="pa/m1").status_code == 200  # pools a connection
     upstream.reset()
     upstream.add("m1", reset="before_headers")
-    response = post_chat(audited, models=["pa/m1", "pb/m2"])
+    response = post_chat(extended, models=["pa/m1", "pb/m2"])
     assert response.status_code == 200
     assert [r["model"] for r in upstream.requests()] == ["m1", "m2"]
 
 
 def test_the_strategy_of_a_combo_reached_through_a_ref_is_reported(
-    audited, client, upstream
+    extended, client, upstream
 ):
-    response = post_chat(audited, model="audit-outer")
+    response = post_chat(extended, model="audit-outer")
     assert response.status_code == 200, response.text
     omni = response.json()["omniroute"]
     assert (omni["route"], omni["served_model"], omni["strategy"]) == (
@@ -103,10 +107,10 @@ def test_the_strategy_of_a_combo_reached_through_a_ref_is_reported(
     )
 
 
-def test_an_auto_pool_with_the_vision_filter_fallen_open_is_called(audited, upstream):
+def test_an_auto_pool_with_the_vision_filter_fallen_open_is_called(extended, upstream):
     image = {"type": "image_url", "image_url": {"url": "https://x.test/y.png"}}
     response = post_chat(
-        audited,
+        extended,
         key=KEY_NARROW,
         model="auto",
         messages=[
@@ -118,8 +122,8 @@ def test_an_auto_pool_with_the_vision_filter_fallen_open_is_called(audited, upst
     assert [r["model"] for r in upstream.requests()] == ["v1"]
 
 
-def test_an_auto_pool_too_small_for_the_request_lists_the_attempts(audited, upstream):
-    response = post_chat(audited, key=KEY_NARROW, model="auto", max_tokens=20_000)
+def test_an_auto_pool_too_small_for_the_request_lists_the_attempts(extended, upstream):
+    response = post_chat(extended, key=KEY_NARROW, model="auto", max_tokens=20_000)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert (error["code"], error["param"]) == ("context_length_exceeded", "messages")
@@ -139,9 +143,9 @@ def _new_row(gateway, before: int, status: str):
     raise AssertionError(f"no new request log row with status {status}")
 
 
-def test_the_model_failover_log_line_names_the_key(audited, client, upstream):
+def test_the_model_failover_log_line_names_the_key(extended, client, upstream):
     upstream.add("m1", status=503, times=1)
-    before = len(audited.requests_log())
+    before = len(extended.requests_log())
     response = client.post(
         "/v1/chat/completions",
         json={
@@ -150,10 +154,10 @@ def test_the_model_failover_log_line_names_the_key(audited, client, upstream):
         },
     )
     assert response.status_code == 200
-    request_id = str(_new_row(audited, before, "success")["id"]).replace("-", "")
+    request_id = str(_new_row(extended, before, "success")["id"]).replace("-", "")
     events = [
         json.loads(text[text.index("{") :])
-        for text in audited.log.read_text("utf-8", "replace").splitlines()
+        for text in extended.log.read_text("utf-8", "replace").splitlines()
         if "model_failover {" in text
     ]
     mine = [e for e in events if e["request_id"].replace("-", "") == request_id]
@@ -161,10 +165,10 @@ def test_the_model_failover_log_line_names_the_key(audited, client, upstream):
 
 
 def test_a_client_leaving_a_committed_stream_is_logged_with_the_served_model(
-    audited, client, upstream
+    extended, client, upstream
 ):
     upstream.add("m1", tokens=50, token_delay_ms=100)
-    before = len(audited.requests_log())
+    before = len(extended.requests_log())
     body = {
         "models": ["pa/m1", "pb/m2"],
         "stream": True,
@@ -175,7 +179,7 @@ def test_a_client_leaving_a_committed_stream_is_logged_with_the_served_model(
         lines = response.iter_lines()
         for _ in range(3):
             next(lines)
-    row = _new_row(audited, before, "client_closed")
+    row = _new_row(extended, before, "client_closed")
     assert (row["served_model"], row["failover"]) == ("pa/m1", 1)
 
 
@@ -186,66 +190,66 @@ def _metric(gateway, series: str) -> float:
     return 0.0
 
 
-def test_the_log_row_carries_the_strategy_of_the_response(audited, client, upstream):
-    before = len(audited.requests_log())
-    response = post_chat(audited, model="team")
+def test_the_log_row_carries_the_strategy_of_the_response(extended, client, upstream):
+    before = len(extended.requests_log())
+    response = post_chat(extended, model="team")
     assert response.json()["omniroute"]["strategy"] == "priority"
-    assert _new_row(audited, before, "success")["strategy"] == "priority"
+    assert _new_row(extended, before, "success")["strategy"] == "priority"
 
 
-def test_a_refusal_decided_in_the_attempt_loop_is_counted(audited, client, upstream):
+def test_a_refusal_decided_in_the_attempt_loop_is_counted(extended, client, upstream):
     series = 'omniroute_refusals_total{code="no_healthy_candidate"}'
     upstream.add("m1", status=429, headers={"retry-after": "60"}, times=1)
-    assert post_chat(audited, model="pa/m1").status_code == 429
-    counted = _metric(audited, series)
-    response = post_chat(audited, model="pa/m1")  # cooling: nothing to call
+    assert post_chat(extended, model="pa/m1").status_code == 429
+    counted = _metric(extended, series)
+    response = post_chat(extended, model="pa/m1")  # cooling: nothing to call
     assert response.json()["error"]["code"] == "no_healthy_candidate"
-    assert _metric(audited, series) == counted + 1
+    assert _metric(extended, series) == counted + 1
 
 
-def test_a_body_refused_by_validation_keeps_the_model_sent(audited, client):
-    before = len(audited.requests_log())
+def test_a_body_refused_by_validation_keeps_the_model_sent(extended, client):
+    before = len(extended.requests_log())
     response = client.post(
         "/v1/chat/completions", json={"model": "pa/m1", "messages": []}
     )
     assert response.status_code == 400
-    assert _new_row(audited, before, "refused")["requested_model"] == "pa/m1"
+    assert _new_row(extended, before, "refused")["requested_model"] == "pa/m1"
 
 
 def test_a_stream_waiting_for_its_first_token_is_in_flight_as_a_stream(
-    audited, client, upstream
+    extended, client, upstream
 ):
     upstream.add("m1", ttft_ms=1500)
     series = 'omniroute_requests_in_flight{stream="true"}'
     with httpx.Client(
-        base_url=audited.url, headers=client.headers, timeout=30
+        base_url=extended.url, headers=client.headers, timeout=30
     ) as other:
         import threading
 
         done = threading.Event()
 
         def ask() -> None:
-            post_chat(audited, model="pa/m1", stream=True)
+            post_chat(extended, model="pa/m1", stream=True)
             done.set()
 
         threading.Thread(target=ask, daemon=True).start()
         deadline = time.monotonic() + 1.2
         seen = 0.0
         while time.monotonic() < deadline and not done.is_set() and not seen:
-            seen = _metric(audited, series)
+            seen = _metric(extended, series)
             time.sleep(0.05)
         other.close()
         assert seen == 1.0
         assert done.wait(10)
 
 
-def test_a_cancelled_stream_attempt_keeps_the_status_it_got(audited, upstream):
+def test_a_cancelled_stream_attempt_keeps_the_status_it_got(extended, upstream):
     upstream.add("m1", ttft_ms=3000)  # 200 and headers at once, tokens much later
-    before = len(audited.requests_log())
+    before = len(extended.requests_log())
     with pytest.raises(httpx.ReadTimeout):
-        post_chat(audited, model="pa/m1", stream=True, timeout=0.8)
-    row = _new_row(audited, before, "client_closed")
-    [attempt] = audited.attempts_log(str(row["id"]))
+        post_chat(extended, model="pa/m1", stream=True, timeout=0.8)
+    row = _new_row(extended, before, "client_closed")
+    [attempt] = extended.attempts_log(str(row["id"]))
     assert (attempt["result"], attempt["http_status"]) == ("cancelled", 200)
     assert attempt["ttfb_ms"] is not None
 
@@ -267,17 +271,17 @@ providers:
 """
 
 
-def test_new_credentials_from_an_import_clear_an_auth_disable(audited, mock, upstream):
+def test_new_credentials_from_an_import_clear_an_auth_disable(extended, mock, upstream):
     upstream.add("m1", status=401, times=1)
-    assert post_chat(audited, model="pa/m1").status_code == 502
-    skipped = post_chat(audited, model="pa/m1")
+    assert post_chat(extended, model="pa/m1").status_code == 502
+    skipped = post_chat(extended, model="pa/m1")
     assert skipped.json()["error"]["attempts"][0]["reason"] == "auth_disabled"
     try:
-        result = audited.apply(_pa_key(mock.url, "sk-upstream-secret-pa-rotated-0001"))
+        result = extended.apply(_pa_key(mock.url, "sk-upstream-secret-pa-rotated-0001"))
         assert result.returncode == 0, result.stderr
-        assert post_chat(audited, model="pa/m1").status_code == 200
+        assert post_chat(extended, model="pa/m1").status_code == 200
     finally:
-        restored = audited.apply(_pa_key(mock.url, "sk-upstream-secret-pa-1234567890"))
+        restored = extended.apply(_pa_key(mock.url, "sk-upstream-secret-pa-1234567890"))
         assert restored.returncode == 0, restored.stderr
 
 
@@ -289,19 +293,19 @@ def _stream_events(response: httpx.Response) -> list:
     ]
 
 
-def test_the_last_chunk_repeats_the_usage_a_client_asked_for(audited, upstream):
+def test_the_last_chunk_repeats_the_usage_a_client_asked_for(extended, upstream):
     asked = post_chat(
-        audited, model="pa/m1", stream=True, stream_options={"include_usage": True}
+        extended, model="pa/m1", stream=True, stream_options={"include_usage": True}
     )
     events = _stream_events(asked)
     assert "omniroute" in events[-1]
     assert events[-1]["usage"] == events[-2]["usage"]  # the usage chunk, then again
-    plain = _stream_events(post_chat(audited, model="pa/m1", stream=True))
+    plain = _stream_events(post_chat(extended, model="pa/m1", stream=True))
     assert all("usage" not in event for event in plain)
 
 
-def test_a_budget_fallback_alias_in_a_combo_routes(audited, upstream):
-    result = audited.apply("""
+def test_a_budget_fallback_alias_in_a_combo_routes(extended, upstream):
+    result = extended.apply("""
 combos:
   - name: audit-thrifty
     strategy: auto
@@ -311,17 +315,17 @@ combos:
     config: {auto: {budgetCap: 0.000000001, budgetFallback: hard}}
 """)
     assert result.returncode == 0, result.stderr
-    cheap = post_chat(audited, model="audit-thrifty")
+    cheap = post_chat(extended, model="audit-thrifty")
     assert cheap.status_code == 200, cheap.text  # soft = cheapest
-    strict = post_chat(audited, model="audit-strict")
+    strict = post_chat(extended, model="audit-strict")
     assert strict.status_code == 402, strict.text  # hard = strict
     assert strict.json()["error"]["code"] == "budget_exceeded"
 
 
-def test_a_chaos_slots_items_add_up_to_the_attempts_header(audited, upstream):
+def test_a_chaos_slots_items_add_up_to_the_attempts_header(extended, upstream):
     upstream.add("m1", status=500)
     upstream.add("m2", latency_ms=300)  # loses the race, is cancelled
-    response = post_chat(audited, models=["pa/m1", "auto/chaos"])
+    response = post_chat(extended, models=["pa/m1", "auto/chaos"])
     assert response.status_code == 200, response.text
     attempts = response.json()["omniroute"]["failover"]["attempts"]
     assert sum(a["calls"] for a in attempts) == int(
@@ -330,29 +334,29 @@ def test_a_chaos_slots_items_add_up_to_the_attempts_header(audited, upstream):
     assert any(a["reason"] == "client_cancelled" for a in attempts)
 
 
-def test_a_smart_alias_is_its_own_chain_entry(audited, upstream):
+def test_a_smart_alias_is_its_own_chain_entry(extended, upstream):
     # spec 05 §2.1: the chain is built with the alias as sent, then substituted
-    response = post_chat(audited, models=["audit-smart", "pa/m1"])
+    response = post_chat(extended, models=["audit-smart", "pa/m1"])
     assert response.status_code == 200, response.text
     omni = response.json()["omniroute"]
     assert (omni["route"], omni["served_model"]) == ("chain", "pa/m1")
     assert response.headers["x-omniroute-tier"] == "easy"
 
 
-def test_a_smart_alias_in_failover_defaults_extends_the_chain(audited, upstream):
+def test_a_smart_alias_in_failover_defaults_extends_the_chain(extended, upstream):
     upstream.add("m1", status=500)
-    response = post_chat(audited, key=KEY_DEFAULTS, model="audit-smart")
+    response = post_chat(extended, key=KEY_DEFAULTS, model="audit-smart")
     assert response.status_code == 200, response.text
     omni = response.json()["omniroute"]
     assert (omni["route"], omni["served_model"]) == ("chain", "pb/m2")
     assert [a["model"] for a in omni["failover"]["attempts"]] == ["pa/m1", "pb/m2"]
 
 
-def test_a_refusal_mid_chain_carries_the_headers_and_logs_the_chain(audited, upstream):
+def test_a_refusal_mid_chain_carries_the_headers_and_logs_the_chain(extended, upstream):
     upstream.add("m1", status=500)
-    before = len(audited.requests_log())
+    before = len(extended.requests_log())
     response = post_chat(
-        audited,
+        extended,
         models=["pa/m1", "auto"],
         headers={
             "X-OmniRoute-Budget": "0.0000001",
@@ -362,22 +366,22 @@ def test_a_refusal_mid_chain_carries_the_headers_and_logs_the_chain(audited, ups
     assert response.status_code == 402, response.text
     assert response.headers["x-omniroute-attempts"] == "1"
     assert response.headers["x-omniroute-route"] == "chain"
-    row = _new_row(audited, before, "refused")
+    row = _new_row(extended, before, "refused")
     assert (row["route"], row["failover"]) == ("chain", 1)
 
 
-def test_a_refusal_of_a_resolved_model_logs_its_route(audited, upstream):
-    before = len(audited.requests_log())
-    response = post_chat(audited, key=KEY_PA_ONLY, model="team")
+def test_a_refusal_of_a_resolved_model_logs_its_route(extended, upstream):
+    before = len(extended.requests_log())
+    response = post_chat(extended, key=KEY_PA_ONLY, model="team")
     assert response.status_code == 403
-    assert _new_row(audited, before, "refused")["route"] == "combo:team"
+    assert _new_row(extended, before, "refused")["route"] == "combo:team"
 
 
-def test_an_interrupted_anthropic_stream_bills_what_it_delivered(audited, upstream):
+def test_an_interrupted_anthropic_stream_bills_what_it_delivered(extended, upstream):
     upstream.add("m3", drop_after_tokens=3)
-    before = len(audited.requests_log())
-    response = post_chat(audited, model="pc/m3", stream=True)
+    before = len(extended.requests_log())
+    response = post_chat(extended, model="pc/m3", stream=True)
     assert "stream_interrupted" in response.text
-    row = _new_row(audited, before, "interrupted")
+    row = _new_row(extended, before, "interrupted")
     assert row["prompt_tokens"] > 0
     assert row["completion_tokens"] > 0  # at least characters / 4 of the tokens sent

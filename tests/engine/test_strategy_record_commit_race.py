@@ -1,6 +1,6 @@
-"""Review: the compare-and-set of a strategy record before dispatch (spec 03 §5.4)
-returns the ordering made on the value it finally wrote over, even when a retry sees
-the record back at the value first read (A -> B -> A under concurrent requests)."""
+"""The compare-and-set of a strategy record before dispatch (spec 03 §5.4) returns the
+ordering made on the value it finally wrote over, even when a retry sees the record
+back at the value first read (A -> B -> A under concurrent requests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Audit of spec 08 §1 and §5.1/§5.2: ``rotate_encryption_key`` and admin tokens."""
+"""``rotate_encryption_key`` and admin tokens (spec 08 §1 and §5.1/§5.2): rotation
+re-encrypts every secret under the first key, an unreadable secret is kept, named and
+fails the command, and the admin token lookup ends with a constant-time comparison."""
 
 from __future__ import annotations
 

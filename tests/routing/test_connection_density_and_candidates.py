@@ -1,4 +1,4 @@
-"""Audit of spec 04 against the pipeline: pool inputs and the candidates listing.
+"""The auto pipeline against spec 04: pool inputs and the candidates listing.
 
 * §3.1: ``n_conn`` counts the *active usable* connections of the provider, so a
   connection without credentials does not raise ``connectionDensity``.

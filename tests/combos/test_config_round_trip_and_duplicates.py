@@ -1,6 +1,8 @@
-"""Audit of spec 07 against ``import_config`` / ``export_config``: every example and
-every documented ``config`` key imports, round-trips, and never leaks a secret; a file
-that would overwrite itself or break a unique index is a problem with its path."""
+"""``import_config`` / ``export_config`` against spec 07: the spec's example and every
+documented combo ``config`` key import without a warning and round-trip, and the Nadir
+API key is never exported in clear; duplicates that would break a unique index, a key
+that is another key's literal and a value beyond its stored range are problems with
+their path; a model string only a mapping resolves is a valid reference."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Spec 02 checks through the real gateway that the unit tests cannot make."""
+"""Spec 02 checks through the real gateway that the unit tests cannot make: the
+``model_failover`` metric and event, how each upstream status and a bad response are
+classified, skips stored with the request, streams the client leaves or that go idle,
+refusals that list the earlier items, and the earliest cooldown when all are
+rate-limited."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Review: ``omniroute_failovers_total`` counts moves to a next target (spec 06 §2);
-a failure that uses the request's last allowed call moves nowhere."""
+"""``omniroute_failovers_total`` counts moves to a next target (spec 06 §2); a failure
+that uses the request's last allowed call moves nowhere."""
 
 from __future__ import annotations
 

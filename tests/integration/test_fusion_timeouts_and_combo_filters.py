@@ -1,4 +1,7 @@
-"""Audit of spec 03 through the real gateway: what only an HTTP round trip shows."""
+"""Spec 03 through the real gateway, what only an HTTP round trip shows: a fusion panel
+cut at ``panelHardTimeoutMs`` fails as ``fusion_panel_failed`` naming each member's
+reason (§6), and the request-shaped filters (§4.2) list a target too small as skipped
+and refuse a combo lacking a capability naming the request field."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def audit_combos(gateway, mock):
+def fit_and_panel_combos(gateway, mock):
     result = gateway.apply(f"""
 providers:
   - slug: pq
@@ -36,7 +39,7 @@ combos:
 
 
 def test_a_panel_that_only_timed_out_fails_as_fusion_panel_failed(
-    audit_combos, client, upstream
+    fit_and_panel_combos, client, upstream
 ):
     """§6 steps 4 and 6: members cut at ``panelHardTimeoutMs`` are logged ``timeout``
     (``panel_timeout``); with 0 answers the request is 503 ``fusion_panel_failed``,
@@ -57,7 +60,7 @@ def test_a_panel_that_only_timed_out_fails_as_fusion_panel_failed(
 
 
 def test_a_panel_with_one_failure_and_one_timeout_names_both(
-    audit_combos, client, upstream
+    fit_and_panel_combos, client, upstream
 ):
     upstream.add("m1", status=500)
     upstream.add("m2", latency_ms=4000)
@@ -73,7 +76,7 @@ def test_a_panel_with_one_failure_and_one_timeout_names_both(
 
 
 def test_a_target_too_small_is_listed_as_skipped_when_the_combo_is_planned(
-    audit_combos, client, upstream
+    fit_and_panel_combos, client, upstream
 ):
     """§4.2: filtered before ordering, its skip item listed in declared order (the
     strategy would have put it last, after the target that serves)."""
@@ -92,7 +95,7 @@ def test_a_target_too_small_is_listed_as_skipped_when_the_combo_is_planned(
 
 
 def test_a_combo_lacking_a_capability_names_the_request_field(
-    audit_combos, client, upstream
+    fit_and_panel_combos, client, upstream
 ):
     """§4.2 / 02 §10: every target filtered for a missing capability -> 400
     ``capability_mismatch`` with the field of the unmet need as ``param``."""

@@ -1,4 +1,6 @@
-"""Spec 01 audit: the Django-served endpoints (candidates, REST API) answer as listed.
+"""The Django-served endpoints answer as spec 01 lists: the candidates endpoint's
+channel, key and allow-list errors, the REST API's JSON 404s, the metrics token, and a
+request without a key counted in ``omniroute_requests_total``.
 
 Driven through Django's test client against the real (PostgreSQL) database; the
 routing table is built from an imported config.

@@ -1,4 +1,4 @@
-"""Spec 06 audit: job command output, run counts and metric details.
+"""Spec 06: job command output, run counts and metric details.
 
 - §3.1 commands: one summary line goes to stdout; the application log also goes to
   stdout (spec 08), so a command's own run must not add a second line there;
