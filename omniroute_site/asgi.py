@@ -21,7 +21,7 @@ django_app = get_asgi_application()
 from gateway import drain  # noqa: E402  (needs the app registry)
 from gateway.edge import lifecycle  # noqa: E402
 from gateway.edge.asgi import (  # noqa: E402
-    CHAT_PATHS,
+    PATHS,
     chat_app,
     send_json,
     shutting_down_reply,
@@ -53,7 +53,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     kind = scope["type"]
     if kind == "http":
         path = scope["path"]
-        if path in CHAT_PATHS:
+        if path in PATHS:
             await chat_app(scope, receive, send)
         elif drain.is_draining() and path.rstrip("/") not in OPS_PATHS:
             # spec 08 §4 step 2: every new request but the probes and the scrape

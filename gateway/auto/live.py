@@ -45,8 +45,8 @@ from gateway.auto.engine.budget import BudgetHeaderError, parse_budget, parse_fa
 from gateway.auto.engine.decide import AutoRequest, Decision, Environment, Stats, decide
 from gateway.auto.engine.pool import AutoRoute, for_combo, servable
 from gateway.auto.stats import cache as stats_cache
-from gateway.inbound.chat import RequestError
 from gateway.kernel.chain import Slot
+from gateway.kernel.exchange import RequestError
 from gateway.kernel.ratelimits import quota_key
 from gateway.kernel.resolve import RouteKind
 from gateway.kernel.types import KeyPolicy, RoutingTable, Strategy, Target
@@ -219,7 +219,7 @@ def environment(
     )
 
 
-async def plan_auto(
+async def plan_auto(  # noqa: PLR0913
     table: RoutingTable,
     key: KeyPolicy,
     route: AutoRoute,
@@ -229,7 +229,10 @@ async def plan_auto(
     *,
     now: float | None = None,
     rng: random.Random | None = None,
+    dry_run: bool = False,
 ) -> Decision:
+    """One auto slot's decision; ``dry_run`` (explain_route): no Nadir call, and the
+    self-healing writes are not stored."""
     now = time.time() if now is None else now
     request = AutoRequest(
         route=route,
@@ -244,7 +247,11 @@ async def plan_auto(
     )
     pool = servable(table, route)
     env = environment(table, key, route, now, session_key, pool)
+    if dry_run:
+        env.nadir_post = None
     decision = await decide(request, env, pool)
+    if dry_run:
+        return decision
     for candidate, entry in decision.healing_writes.items():
         if entry is None:
             board.store.delete(heal_key(candidate))

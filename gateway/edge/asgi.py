@@ -24,21 +24,24 @@ from django.conf import settings
 
 from gateway import drain
 from gateway.config.state import tables
-from gateway.edge import feed
 from gateway.edge.auth import authenticate
-from gateway.inbound.chat import RequestError
-from gateway.inbound.render import JSON_CONTENT_TYPE, JSONReply, error_reply
-from gateway.kernel.types import KeyPolicy, RoutingTable
-from gateway.pipeline.context import (
-    ChatContext,
+from gateway.edge.persist import Persist
+from gateway.inbound import REGISTRY
+from gateway.inbound.base import (
+    JSON_CONTENT_TYPE,
+    JSONReply,
     StreamReply,
-    authenticate_request,
-    client_left_early,
-    refuse_oversize,
+    Wire,
+    serve,
 )
-from gateway.pipeline.handle import handle_chat
+from gateway.inbound.chat import WIRE as CHAT_WIRE
+from gateway.kernel.exchange import RequestError
+from gateway.kernel.types import KeyPolicy
+from gateway.pipeline.context import ChatContext
 from gateway.pipeline.record import RunRecord
-from telemetry import metrics, recorder, webhooks
+from gateway.pipeline.report import refusal
+from gateway.pipeline.result import Failure
+from telemetry import metrics
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -46,14 +49,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
-CHAT_PATHS = frozenset(
-    {
-        "/v1/chat/completions",
-        "/chat/completions",
-        "/v1/chat/completions/",
-        "/chat/completions/",
-    }
-)
+#: every path a client wire serves (the rest is Django's)
+PATHS = frozenset(REGISTRY)
 
 
 class ClientGone(Exception):
@@ -111,49 +108,42 @@ def _declared_length(headers: dict[str, str]) -> int | None:
     return int(value) if value and value.isascii() and value.isdigit() else None
 
 
-class Persist:
-    """Receives the finished run, writes it (queued, or inline in sync mode) and
-    publishes it to the live routing feed."""
+def authenticate_request(ctx: ChatContext) -> KeyPolicy | Failure:
+    """The key, or the 401 (counted, never logged: spec 06 §1.1)."""
+    try:
+        return authenticate(ctx.headers, ctx.table, ctx.received_at)
+    except RequestError as exc:
+        # no log row, but a client request all the same (06 §2: by status sent)
+        metrics.bounded(metrics.REQUESTS, "unresolved", "none", str(exc.status)).inc()
+        return refusal(ctx, exc, None)
 
-    __slots__ = ("run", "table")
 
-    def __init__(self, table: RoutingTable | None = None) -> None:
-        self.run: RunRecord | None = None
-        self.table = table
+def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> Failure:
+    """413 ``body_too_large`` for an authenticated request, logged as refused."""
+    exc = RequestError(413, "body_too_large", f"Request body exceeds {limit} bytes")
+    return refusal(ctx, exc, ctx.start_run(key))
 
-    def __call__(self, run: RunRecord) -> None:
-        self.run = run
-        run.emit_metrics()
 
-    async def flush(self) -> None:
-        """Queue the rows; with ``OMNIROUTE_LOG_SYNC`` write them before returning."""
-        run, self.run = self.run, None
-        if run is None:
-            return
-        if run.limits is not None:  # spec 08 §6: reconcile the key's reservation
-            run.limits(run)
-        if run.events and self.table is not None:
-            webhooks.publish_events(run.events, self.table)
-        request, attempts = run.rows()
-        feed.publish(request, attempts)  # a background task; never awaited here
-        if settings.OMNIROUTE_LOG_SYNC:
-            try:
-                await asyncio.to_thread(recorder.record_now, request, attempts)
-            except asyncio.CancelledError:
-                recorder.record(request, attempts)
-                raise
-            return
-        recorder.record(request, attempts)
+def client_left_early(ctx: ChatContext, key: KeyPolicy) -> RunRecord:
+    """The record of a client that went away before its body had arrived."""
+    run = ctx.start_run(key)
+    run.client_closed(499, False)
+    return run
 
 
 async def _serve(
-    ctx: ChatContext, key: KeyPolicy, body: bytes, send: Send, persist: Persist
+    wire: Wire,
+    ctx: ChatContext,
+    key: KeyPolicy,
+    body: bytes,
+    send: Send,
+    persist: Persist,
 ) -> None:
     # spec 06 §2: in progress until the answer is sent, labelled by the request's
-    # ``stream`` flag from the moment handle_chat has parsed the body
+    # ``stream`` flag from the moment the pipeline has parsed the body
     ctx.enter()
     try:
-        reply = await handle_chat(body, ctx, key)
+        reply = await serve(wire, body, ctx, key)
         drain.committed()
         if isinstance(reply, JSONReply):
             await persist.flush()
@@ -182,17 +172,17 @@ async def _send_stream(reply: StreamReply, send: Send, persist: Persist) -> None
 
 
 async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve one request on a client wire's path."""
+    wire = REGISTRY.get(scope["path"], CHAT_WIRE)
     headers = _headers(scope)
     if scope["method"] != "POST":
-        await send_json(
-            send,
-            error_reply(
-                405,
-                message="Use POST",
-                error_type="invalid_request_error",
-                code="method_not_allowed",
-            ),
+        failure = Failure(
+            status=405,
+            code="method_not_allowed",
+            message="Use POST",
+            error_type="invalid_request_error",
         )
+        await send_json(send, wire.error(failure))
         return
     table = await tables.ensure()
     persist = Persist(table)
@@ -203,23 +193,23 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
         try:
             found = authenticate(ctx.headers, ctx.table, ctx.received_at)
         except RequestError:
-            await send_json(send, shutting_down_reply())
+            await send_json(send, wire.error(shutting_down()))
             return
-        reply = _refuse_shutting_down(ctx, found)  # logged under its key
+        failure = _refuse_shutting_down(ctx, found)  # logged under its key
         await persist.flush()
-        await send_json(send, reply)
+        await send_json(send, wire.error(failure))
         return
     key = authenticate_request(ctx)
-    if isinstance(key, JSONReply):  # 401 before the body is even read
-        await send_json(send, key)
+    if isinstance(key, Failure):  # 401 before the body is even read
+        await send_json(send, wire.error(key))
         return
     limit = settings.OMNIROUTE_MAX_BODY_BYTES
     try:
         body = await read_body(receive, limit, _declared_length(headers))
     except BodyTooLarge:
-        reply = refuse_oversize(ctx, key, limit)
+        failure = refuse_oversize(ctx, key, limit)
         await persist.flush()
-        await send_json(send, reply)
+        await send_json(send, wire.error(failure))
         return
     except ClientGone:  # spec 06 §1.1: an authenticated request is logged
         ctx.record(client_left_early(ctx, key))
@@ -227,27 +217,32 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     with drain.registry.track(asyncio.current_task()) as guard:
         ctx.record = _cut_aware(persist, guard)
-        await _serve_watched(ctx, key, body, receive, send, persist)
+        await _serve_watched(wire, ctx, key, body, receive, send, persist)
 
 
-def shutting_down_reply() -> JSONReply:
+def shutting_down() -> Failure:
     """503 ``shutting_down`` with ``Retry-After: 1`` (spec 01, 08 §4)."""
-    return error_reply(
-        503,
+    return Failure(
+        status=503,
+        code=drain.SHUTDOWN_CODE,
         message=drain.SHUTDOWN_MESSAGE,
         error_type=drain.SHUTDOWN_ERROR_TYPE,
-        code=drain.SHUTDOWN_CODE,
         retry_after_s=drain.RETRY_AFTER_SECONDS,
     )
 
 
-def _refuse_shutting_down(ctx: ChatContext, key: KeyPolicy) -> JSONReply:
+def shutting_down_reply() -> JSONReply:
+    """The 503 ``shutting_down`` of a path no wire serves (Django's, while draining)."""
+    return CHAT_WIRE.error(shutting_down())
+
+
+def _refuse_shutting_down(ctx: ChatContext, key: KeyPolicy) -> Failure:
     """The 503 for a request that made no upstream call; logged as refused."""
     metrics.bounded(metrics.REFUSALS, drain.SHUTDOWN_CODE).inc()
     run = ctx.start_run(key)
     run.refuse(503, drain.SHUTDOWN_CODE, drain.SHUTDOWN_MESSAGE)
     ctx.record(run)
-    return shutting_down_reply()
+    return shutting_down()
 
 
 def _cut_aware(persist: Persist, guard: drain.InFlight) -> Callable[[RunRecord], None]:
@@ -265,6 +260,7 @@ def _cut_aware(persist: Persist, guard: drain.InFlight) -> Callable[[RunRecord],
 
 
 async def _serve_guarded(
+    wire: Wire,
     ctx: ChatContext,
     key: KeyPolicy,
     body: bytes,
@@ -275,7 +271,7 @@ async def _serve_guarded(
     guard = drain.current()
     try:
         if guard is None or not guard.stopping:  # else: it arrived after the cut
-            await _serve(ctx, key, body, send, persist)
+            await _serve(wire, ctx, key, body, send, persist)
             return
     except asyncio.CancelledError:
         if guard is None or not guard.absorb():
@@ -283,9 +279,9 @@ async def _serve_guarded(
         if guard.committed or send.started:
             return  # a stream ended itself, or a client stopped reading its reply
     if persist.run is None:  # cut before the attempt loop logged anything
-        await send_json(send, _refuse_shutting_down(ctx, key))
+        await send_json(send, wire.error(_refuse_shutting_down(ctx, key)))
     else:
-        await send_json(send, shutting_down_reply())
+        await send_json(send, wire.error(shutting_down()))
 
 
 class _Watch:
@@ -304,6 +300,7 @@ class _Watch:
 
 
 async def _serve_watched(
+    wire: Wire,
     ctx: ChatContext,
     key: KeyPolicy,
     body: bytes,
@@ -318,7 +315,7 @@ async def _serve_watched(
     watcher = asyncio.create_task(watch(receive))
     sent = _SendTracker(send)
     try:
-        await _serve_guarded(ctx, key, body, sent, persist)
+        await _serve_guarded(wire, ctx, key, body, sent, persist)
     except asyncio.CancelledError:
         if not watch.gone:
             raise
@@ -328,15 +325,13 @@ async def _serve_watched(
     except Exception:
         logger.exception("unhandled error while serving %s", ctx.endpoint)
         if not sent.started:
-            await send_json(
-                send,
-                error_reply(
-                    500,
-                    message="Internal gateway error",
-                    error_type="api_error",
-                    code="internal_error",
-                ),
+            failure = Failure(
+                status=500,
+                code="internal_error",
+                message="Internal gateway error",
+                error_type="api_error",
             )
+            await send_json(send, wire.error(failure))
     finally:
         watcher.cancel()
         await persist.flush()

@@ -10,7 +10,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from gateway.inbound.chat import RequestError
+from gateway.kernel.exchange import RequestError
 from gateway.kernel.types import KeyPolicy, RoutingTable
 
 

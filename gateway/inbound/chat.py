@@ -1,20 +1,37 @@
-"""Client body -> ``ChatRequest``, or a 4xx that names the field (spec 01, 02 §3).
+"""The Chat Completions wire: ``POST /v1/chat/completions`` (spec 01).
 
-The redundancy validation rows of spec 02 §3 are checked in their order (1..11), each
-row over all entries in index order, so the first problem found is the one reported.
-Model resolution (rows 12..14) needs the routing table and happens in the service.
+* **Body -> ``ChatRequest``**, or a 4xx that names the field (spec 01, 02 §3).  The
+  redundancy validation rows of spec 02 §3 are checked in their order (1..11), each
+  row over all entries in index order, so the first problem found is the one
+  reported.  Model resolution (rows 12..14) needs the routing table and happens in
+  the pipeline.
+* **Result -> bytes**: a served completion with its ``omniroute`` object, the OpenAI
+  error envelope, and streams as ``chat.completion.chunk`` SSE events ending with the
+  chunk that carries the ``omniroute`` object (or the error) and ``data: [DONE]``.
+  The usage-only chunk reaches only a client that asked for it
+  (``stream_options.include_usage``), and the last chunk repeats that usage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from gateway import jsonload
-from gateway.kernel.chain import EntrySpec
+from gateway.inbound.base import (
+    DONE_FRAME,
+    JSON_CONTENT_TYPE,
+    SSE_HEADERS,
+    JSONReply,
+    Reply,
+    StreamReply,
+    openai_error,
+    sse_frame,
+)
 from gateway.kernel.errors import RETRYABLE_REASONS
+from gateway.kernel.exchange import ChainEntry, ChatRequest, Redundancy, RequestError
+from gateway.pipeline.result import Answer, Failure, Result, Streamed, StreamEnd
 
 GATEWAY_FIELDS = (
     "models",
@@ -42,68 +59,6 @@ _NUMBER_OPTIONS: dict[str, tuple[str, float | None, float | None]] = {
     "max_completion_tokens": ("integer", 1, None),
     "n": ("integer", 1, 128),
 }
-
-
-class RequestError(Exception):
-    """A refusal that names the field; rendered as the OpenAI error envelope."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        param: str | None = None,
-        error_type: str = "invalid_request_error",
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.param = param
-        self.error_type = error_type
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChainEntry:
-    model: str
-    #: the field a resolution error names: "model", "models[1]" for a string entry,
-    #: "fallback_models[0].model" for an object entry (spec 02 §3 rows 12-14)
-    param: str
-    timeout_ms: int | None = None
-    first_token_timeout_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Redundancy:
-    timeout_ms: int | None = None
-    first_token_timeout_ms: int | None = None
-    on: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChatRequest:
-    body: dict[str, Any]  # gateway fields removed; what goes upstream (model aside)
-    stream: bool
-    model: str | None
-    entries: tuple[ChainEntry, ...]  # explicit chain (rules 1-2) or ``[model]``
-    explicit_chain: bool
-    redundancy: Redundancy
-    include_usage: bool
-    #: ``session_id`` / ``litellm_session_id`` as sent (never forwarded, 05 §1.1)
-    session_fields: dict[str, Any] = field(default_factory=dict)
-
-    def entry_specs(self) -> tuple[EntrySpec, ...]:
-        """The chain entries as sent, in the planner's terms."""
-        return tuple(
-            EntrySpec(
-                model=e.model,
-                param=e.param,
-                timeout_ms=e.timeout_ms,
-                first_token_timeout_ms=e.first_token_timeout_ms,
-            )
-            for e in self.entries
-        )
 
 
 def _invalid(code: str, param: str | None, message: str) -> RequestError:
@@ -357,3 +312,86 @@ def model_sent(raw: bytes) -> str:
         first = models[0]
         model = first.get("model") if isinstance(first, dict) else first
     return model[:256] if isinstance(model, str) else ""
+
+
+# --- result -> bytes ----------------------------------------------------------------
+
+
+class ChatStream:
+    """The SSE encoding of a committed stream for one request."""
+
+    __slots__ = ("include_usage",)
+
+    def __init__(self, include_usage: bool) -> None:
+        self.include_usage = include_usage
+
+    def chunks(self, chunks: list[dict[str, Any]]) -> bytes:
+        frames = []
+        for chunk in chunks:
+            if not self.include_usage and "usage" in chunk:
+                if not chunk.get("choices") and chunk["usage"] is not None:
+                    continue  # the usage-only chunk the client did not ask for
+                del chunk["usage"]  # also when an upstream puts it on a content chunk
+            frames.append(sse_frame(chunk))
+        return frames[0] if len(frames) == 1 else b"".join(frames)
+
+    def end(self, end: StreamEnd) -> bytes:
+        tail: dict[str, Any] = {
+            "id": end.chunk_id,
+            "object": "chat.completion.chunk",
+            "created": end.created,
+            "model": end.model,
+            "choices": [],
+        }
+        if end.error is not None:
+            tail["error"] = end.error
+        tail["omniroute"] = end.report
+        if self.include_usage and end.usage is not None:
+            # the usage again on the last chunk: clients that keep the last chunk's
+            # usage (the openai SDK's stream helper) still see it
+            tail["usage"] = end.usage
+        return sse_frame(tail) + DONE_FRAME
+
+
+def stream_reply(streamed: Streamed) -> StreamReply:
+    encoder = ChatStream(streamed.request.include_usage)
+    return StreamReply(
+        headers=[*SSE_HEADERS, *streamed.headers],
+        body=streamed.relay.frames(encoder),
+        status=streamed.status,
+    )
+
+
+def json_reply(status: int, payload: dict[str, Any], headers: list[Any]) -> JSONReply:
+    return JSONReply(
+        status=status, body=orjson.dumps(payload), headers=[JSON_CONTENT_TYPE, *headers]
+    )
+
+
+class ChatWire:
+    """``/v1/chat/completions``: OpenAI Chat Completions in and out."""
+
+    paths = frozenset({"/v1/chat/completions", "/v1/chat/completions/"})
+
+    def parse(self, raw: bytes) -> ChatRequest:
+        return parse_chat_request(raw)
+
+    def model_sent(self, raw: bytes) -> str:
+        return model_sent(raw)
+
+    def answer(self, answer: Answer) -> JSONReply:
+        payload = {**answer.completion, "omniroute": answer.report}
+        return json_reply(answer.status, payload, answer.headers)
+
+    def error(self, failure: Failure) -> JSONReply:
+        return openai_error(failure)
+
+    def render(self, result: Result) -> Reply:
+        if isinstance(result, Answer):
+            return self.answer(result)
+        if isinstance(result, Failure):
+            return self.error(result)
+        return stream_reply(result)
+
+
+WIRE = ChatWire()

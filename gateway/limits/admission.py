@@ -37,10 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.conf import settings
 
 from gateway import drain
-from gateway.inbound.chat import RequestError
-from gateway.inbound.render import JSONReply
 from gateway.kernel import limits as math_
 from gateway.kernel.chain import Slot
+from gateway.kernel.exchange import RequestError
 from gateway.kernel.limits import PriceCeiling
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.limits.store import (
@@ -50,7 +49,9 @@ from gateway.limits.store import (
     SharedUnavailable,
     SpentSeeds,
 )
-from gateway.pipeline.context import ChatContext, refusal
+from gateway.pipeline.context import ChatContext
+from gateway.pipeline.report import refusal
+from gateway.pipeline.result import Failure
 from telemetry import metrics
 
 if TYPE_CHECKING:
@@ -319,7 +320,7 @@ async def admit_request(
     body: dict[str, Any],
     chain: list[Slot],
     run: RunRecord,
-) -> JSONReply | None:
+) -> Failure | None:
     """Admit the request (``run.limits`` set) or answer its 429 / 402 refusal."""
     gate = limiter()
     admission = asyncio.ensure_future(
@@ -338,10 +339,9 @@ async def admit_request(
     exc = RequestError(
         verdict.status, verdict.code, verdict.message, error_type=verdict.error_type
     )
-    reply = refusal(ctx, exc, run)
-    if verdict.retry_after_s is not None:
-        reply.headers.append((b"retry-after", str(verdict.retry_after_s).encode()))
-    return reply
+    failure = refusal(ctx, exc, run)
+    failure.retry_after_s = verdict.retry_after_s
+    return failure
 
 
 __all__ = [

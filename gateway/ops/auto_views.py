@@ -46,10 +46,10 @@ from gateway.auto.engine.scoring import score_pool
 from gateway.auto.engine.types import TASK_TYPES, RequestFeatures, Scored
 from gateway.config.state import tables
 from gateway.edge.auth import authenticate
-from gateway.inbound.chat import RequestError
-from gateway.inbound.render import error_body
+from gateway.inbound.base import error_body
 from gateway.kernel.autoids import UnknownAutoVariant, parse_auto_id
 from gateway.kernel.chain import is_allowed
+from gateway.kernel.exchange import RequestError
 from gateway.kernel.globs import matches
 from gateway.kernel.resolve import Resolved, RouteKind
 from gateway.kernel.types import ComboInfo, KeyPolicy, RoutingTable, Strategy, Target

@@ -1,16 +1,17 @@
 """Explain route: what the gateway would do with one sample request, as a report.
 
-``explain(table, model, key_name=..., body=...)`` follows ``gateway.pipeline.handle``
-without
-calling anyone:
+``explain(table, model, key_name=..., body=...)`` runs the pipeline's own code in a dry
+run, calling nobody:
 
-1. The body is validated (``parse_chat_request``) and the chain resolved
-   (``build_chain``) with the key's allow-list and ``failover_defaults``; a refusal is
-   reported as the gateway would answer it (status, code, param, message).
-2. Each slot is planned as the attempt loop plans it: ``plan_combo`` for a combo
-   (health pre-filter skips, strategy order), ``plan_targets`` for a direct or
-   ``auto`` route.  Every target then passes the checks the loop makes before a call
-   (already attempted, context window, capabilities, connection health).
+1. The body is validated (the chat wire's parser) and the chain built as a request
+   builds it (``gateway.pipeline.handle.chain_entries``, then ``build_chain``) with
+   the key's allow-list and ``failover_defaults``; a refusal is reported as the
+   gateway would answer it (status, code, param, message).
+2. Each slot is planned by the pipeline's ``Run.plan_slot`` (a combo's plan with its
+   pre-filter skips, a direct model's connections, an auto decision without Nadir
+   calls and healing writes), and every target passes ``Run.skip_check``, the check
+   the attempt loop makes before a call (already attempted, context window,
+   capabilities, connection health).
 3. Kept targets get their attempt position and why they sit there; skipped ones get
    the reason, the seconds until usable and the connection's health record.
 
@@ -30,26 +31,21 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
 
 from gateway import jsonload
-from gateway.auto import live as auto_glue
-from gateway.auto.engine.decide import AutoRequest, decide
-from gateway.auto.engine.pool import AutoRoute, servable
-from gateway.auto.live import auto_route
-from gateway.inbound.chat import ChatRequest, RequestError, parse_chat_request
+from gateway.auto.engine.decide import Decision
+from gateway.inbound.chat import parse_chat_request
 from gateway.kernel.chain import (
     ChainError,
     Slot,
     build_chain,
-    plan_targets,
-    with_defaults,
 )
-from gateway.kernel.facts import cache_key, needed_tokens, needs
+from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.kernel.facts import cache_key
 from gateway.kernel.types import (
     ComboInfo,
     CompositeUnit,
@@ -58,10 +54,12 @@ from gateway.kernel.types import (
     RoutingTable,
     Target,
 )
-from gateway.pipeline import tiers as smart_routes
-from gateway.pipeline.filters import pre_call_skip, skip_detail
+from gateway.pipeline.context import ChatContext
+from gateway.pipeline.filters import skip_detail
+from gateway.pipeline.handle import chain_entries
+from gateway.pipeline.run import Run, SlotPlan
 from gateway.pipeline.sessions import request_session, session_key
-from gateway.planning.combo import RequestFacts, plan_combo, request_facts
+from gateway.pipeline.tiers import TierOutcome
 from gateway.planning.reads import MAX_DEPTH, expands
 from gateway.planning.strategies import REGISTRY
 from providers.health import board, health_view
@@ -191,17 +189,6 @@ def _dry_run_store() -> Iterator[_Overlay]:
 # ------------------------------------------------------------------ the report
 
 
-@dataclass(slots=True)
-class _Run:
-    table: RoutingTable
-    key: KeyPolicy
-    request: ChatRequest
-    now: float
-    overlay: _Overlay
-    kept: set[str] = field(default_factory=set)
-    position: int = 0
-
-
 def _find_key(table: RoutingTable, name: str | None) -> KeyPolicy:
     if name is None:
         return NO_KEY
@@ -258,23 +245,6 @@ def _allow_list(key: KeyPolicy, slot: Slot) -> dict[str, Any]:
         if any(regex.fullmatch(name) for name in names):
             return {"verdict": "allowed", "why": f"matches '{glob}'"}
     return {"verdict": "denied", "why": "no glob matches"}
-
-
-def _dispatch_skip(run: _Run, target: Target) -> tuple[str, float | None, str] | None:
-    """The attempt loop's checks before a call: (reason, retry after, detail)."""
-    body = run.request.body
-    found = pre_call_skip(
-        target,
-        repeat=target.key in run.kept,
-        failed_connections=(),
-        too_large=(),
-        needed=lambda: needed_tokens(body),
-        wanted=lambda: needs(body),
-        now=run.now,
-    )
-    if found is None:
-        return None
-    return found.reason, found.retry_after_s, skip_detail(found, target, body)
 
 
 def _health(target: Target, now: float) -> dict[str, Any]:
@@ -371,9 +341,9 @@ def _strategy_summary(table: RoutingTable, combo: ComboInfo, state: Any) -> str:
 
 
 def _combo_whys(
-    run: _Run, combo: ComboInfo, targets: list[PlannedUnit], summary: str
+    table: RoutingTable, combo: ComboInfo, targets: list[PlannedUnit], summary: str
 ) -> list[str]:
-    labels = _groups(run.table, combo, targets)
+    labels = _groups(table, combo, targets)
     ranks = list(dict.fromkeys(labels))
     whys = []
     for target, label in zip(targets, labels, strict=True):
@@ -390,42 +360,7 @@ def _combo_whys(
     return whys
 
 
-def _facts(run: _Run) -> RequestFacts:
-    """As the attempt loop derives them; the session comes from the body only."""
-    session = request_session({}, run.request, run.key)
-    return request_facts(run.request.body, session_key(run.key, session))
-
-
-def _plan_auto(
-    run: _Run, route: AutoRoute
-) -> tuple[list[PlannedUnit], list[str], list[dict[str, Any]], dict[str, Any]]:
-    """The auto pipeline as the attempt loop runs it, without Nadir calls and without
-    storing self-healing exclusions (a dry run)."""
-    session = request_session({}, run.request, run.key)
-    scoped = session_key(run.key, session)
-    env = auto_glue.environment(run.table, run.key, route, run.now, scoped)
-    env.nadir_post = None
-    request = AutoRequest(
-        route=route,
-        key=run.key,
-        body=run.request.body,
-        session_key=scoped,
-        now=run.now,
-    )
-    decision = asyncio.run(decide(request, env, servable(run.table, route)))
-    state: dict[str, Any] = {"auto_decision": decision.record()}
-    filtered = decision.filtered
-    skips = [
-        _skipped(t, reason, wait, "pre-filter", run.now)
-        for t, reason, wait in (filtered.unreachable if filtered else [])
-    ]
-    if decision.refusal is not None:
-        state["refusal"] = {
-            "status": decision.refusal.status,
-            "code": decision.refusal.code,
-            "message": decision.refusal.message,
-        }
-        return [], [], skips, state
+def _auto_whys(decision: Decision) -> list[str]:
     ranks = {s.key: (i + 1, s.score) for i, s in enumerate(decision.eligible)}
     whys = []
     for position, target in enumerate(decision.order):
@@ -438,70 +373,64 @@ def _plan_auto(
         if target.key in decision.probes:
             why += "; self-healing probe (shortened timeout)"
         whys.append(why)
-    return [*decision.order], whys, skips, state
+    return whys
 
 
-def _plan_slot(
-    run: _Run, slot: Slot, warnings: list[str]
-) -> tuple[list[PlannedUnit], list[str], list[dict[str, Any]], dict[str, Any]]:
-    """Targets, why each is where it is, pre-filter skips, strategy state read."""
-    route = auto_route(slot)
-    if route is not None:
-        return _plan_auto(run, route)
+def _whys(run: Run, slot: Slot, plan: SlotPlan, state: dict[str, Any]) -> list[str]:
+    """Why each unit of the plan sits where it does."""
+    if plan.decision is not None:
+        return _auto_whys(plan.decision) if plan.refusal is None else []
     combo = slot.resolved.combo
+    table = run.ctx.table
     if combo is None:
-        affinity = run.table.settings.promptcache_affinity
-        key = cache_key(run.request.body) if affinity else None
-        targets: list[PlannedUnit] = [*plan_targets(run.table, slot, warnings, key)]
-        whys = [
-            _why_direct(t, i + 1, key is not None)
-            for i, t in enumerate(targets)
+        by_cache = table.settings.promptcache_affinity
+        return [
+            _why_direct(t, i + 1, by_cache and cache_key(run.request.body) is not None)
+            for i, t in enumerate(plan.units)
             if isinstance(t, Target)
         ]
-        return targets, whys, [], {}
-    before = set(run.overlay.reads)
-    plan = plan_combo(run.table, combo, _facts(run), run.now)
-    reads = {k: v for k, v in run.overlay.reads.items() if k not in before}
-    summary = _strategy_summary(run.table, combo, _state_of(combo, reads))
-    skips = [
-        _skipped(t, s.reason, s.retry_after_s, "pre-filter", run.now)
-        for t, s in plan.skips
-    ]
-    state = {
-        key: {
-            "read": value,
-            "written": key in run.overlay.data,
-            "would_write": run.overlay.data.get(key),
-        }
-        for key, value in reads.items()
-    }
-    return plan.targets, _combo_whys(run, combo, plan.targets, summary), skips, state
+    summary = _strategy_summary(table, combo, _state_of(combo, state))
+    return _combo_whys(table, combo, plan.units, summary)
 
 
-def _slot_report(
-    run: _Run, index: int, slot: Slot, warnings: list[str]
+async def _slot_report(
+    run: Run,
+    index: int,
+    slot: Slot,
+    warnings: list[str],
+    overlay: _Overlay,
+    now: float,
 ) -> dict[str, Any]:
-    resolved = slot.resolved
-    targets, whys, skipped, state = _plan_slot(run, slot, warnings)
-    auto = state.pop("auto_decision", None)
-    refused = state.pop("refusal", None)
-    limit = run.table.settings.max_attempts_per_request
+    """One slot as the attempt loop plans it (``Run.plan_slot``) and checks each of
+    its targets before a call (``Run.skip_check``), calling nobody."""
+    before = set(overlay.reads)
+    plan = await run.plan_slot(slot, index, warnings)
+    reads = {k: v for k, v in overlay.reads.items() if k not in before}
+    skipped = [
+        _skipped(t, s.reason, s.retry_after_s, "pre-filter", now) for t, s in plan.skips
+    ]
+    limit = run.max_calls
     kept = []
-    for target, why in zip(targets, whys, strict=True):
-        found = None
+    units = plan.units if plan.refusal is None else []
+    whys = _whys(run, slot, plan, reads)
+    for target, why in zip(units, whys, strict=True):
         if isinstance(target, Target):
-            found = _dispatch_skip(run, target)
-        if found is not None and isinstance(target, Target):
-            reason, wait, detail = found
-            skipped.append(
-                _skipped(target, reason, wait, "dispatch", run.now, detail or None)
-            )
-            continue
-        run.kept.add(target.key)
-        run.position += 1
-        note = why if run.position <= limit else f"{why}; beyond {limit} attempts"
-        kept.append({"position": run.position, "target": target.key, "why": note})
-    combo = resolved.combo
+            found = run.skip_check(target, index)
+            if found is not None:
+                detail = skip_detail(found, target, run.request.body) or None
+                wait = found.retry_after_s
+                skipped.append(
+                    _skipped(target, found.reason, wait, "dispatch", now, detail)
+                )
+                continue
+        run.attempted.add(target.key)  # a dry run's call: later slots see it made
+        run.calls += 1
+        position = run.calls
+        note = why if position <= limit else f"{why}; beyond {limit} attempts"
+        kept.append({"position": position, "target": target.key, "why": note})
+    decision = plan.decision
+    combo = slot.resolved.combo
+    refusal = plan.refusal or (decision.refusal if decision is not None else None)
     return {
         "slot": index,
         "model": slot.entry.model,
@@ -509,46 +438,76 @@ def _slot_report(
         "source": "failover_defaults"
         if slot.entry.param.startswith("failover_defaults")
         else "request",
-        "route": resolved.route,
-        "resolved": resolved.resolved_name,
-        "strategy": auto["strategy"]
-        if auto is not None
+        "route": slot.resolved.route,
+        "resolved": slot.resolved.resolved_name,
+        "strategy": decision.strategy
+        if decision is not None
         else (combo.strategy.value if combo is not None else None),
-        "auto": auto,
-        "refusal": refused,
+        "auto": decision.record() if decision is not None else None,
+        "refusal": None
+        if refusal is None
+        else {
+            "status": refusal.status,
+            "code": refusal.code,
+            "message": refusal.message,
+        },
         "allow_list": _allow_list(run.key, slot),
         "targets": kept,
         "skipped": skipped,
-        "state": state,
+        "state": {
+            key: {
+                "read": value,
+                "written": key in overlay.data,
+                "would_write": overlay.data.get(key),
+            }
+            for key, value in reads.items()
+        },
     }
 
 
-def _chain(
-    table: RoutingTable,
-    key: KeyPolicy,
-    request: ChatRequest,
-    warnings: list[str],
-    report: dict[str, Any],
-) -> list[Slot]:
-    entries = request.entry_specs()
-    if not request.explicit_chain:  # the chain as sent first (spec 05 §2.1)
-        entries = with_defaults(table, key, entries, warnings)
-    # spec 05 §2.1: a smart alias is replaced by its tier target before resolution
-    # (classified here without a session: no pin is read, written or counted)
-    entries, tier = smart_routes.apply(
-        table, entries, request.body, {}, None, key=key, observe=False
+def _smart_report(tier: TierOutcome) -> dict[str, Any]:
+    return {
+        "alias": tier.alias,
+        "tier": tier.tier,
+        "source": tier.source,
+        "score": tier.score,
+        "signals": list(tier.signals),
+        "target": tier.target,
+        "mode": tier.mode,
+    }
+
+
+def _context(table: RoutingTable) -> ChatContext:
+    """A request context with no headers whose record goes nowhere."""
+    return ChatContext(
+        endpoint="explain", headers={}, table=table, record=lambda rec: None
     )
-    if tier is not None:
-        report["smart"] = {
-            "alias": tier.alias,
-            "tier": tier.tier,
-            "source": tier.source,
-            "score": tier.score,
-            "signals": list(tier.signals),
-            "target": tier.target,
-            "mode": tier.mode,
-        }
-    return build_chain(table, key, entries, explicit=True, warnings=warnings)
+
+
+def _run_of(
+    ctx: ChatContext, key: KeyPolicy, request: ChatRequest, chain: list[Slot]
+) -> Run:
+    """The pipeline's own ``Run`` of this request, marked a dry run (no Nadir call,
+    no healing write; nothing is recorded).  Its session comes from the body only."""
+    session = request_session({}, request, key)
+    return Run(
+        ctx=ctx,
+        key=key,
+        request=request,
+        chain=chain,
+        rec=ctx.start_run(key),
+        session_key=session_key(key, session),
+        dry_run=True,
+    )
+
+
+async def _slot_reports(
+    run: Run, warnings: list[str], overlay: _Overlay, now: float
+) -> list[dict[str, Any]]:
+    return [
+        await _slot_report(run, index, slot, warnings, overlay, now)
+        for index, slot in enumerate(run.chain)
+    ]
 
 
 def explain(
@@ -581,15 +540,24 @@ def explain(
         report["request"]["chain"] = [
             {"model": e.model, "param": e.param} for e in request.entries
         ]
-        chain = _chain(table, key, request, warnings, report)
+        # the chain as a request builds it; a smart alias is classified without a
+        # session, so no pin is read, written or counted
+        ctx = _context(table)
+        chosen = chain_entries(
+            table, key, request, {}, ctx.start_run(key), observe=False
+        )
+        warnings = chosen.warnings
+        if chosen.tier is not None:
+            report["smart"] = _smart_report(chosen.tier)
+        chain = build_chain(
+            table, key, chosen.entries, explicit=True, warnings=warnings
+        )
     except (RequestError, ChainError) as exc:
         report["error"] = _refusal(exc)
         report["status"] = exc.status
         return report
     with _dry_run_store() as overlay:
-        run = _Run(table=table, key=key, request=request, now=now, overlay=overlay)
-        report["slots"] = [
-            _slot_report(run, index, slot, warnings) for index, slot in enumerate(chain)
-        ]
+        run = _run_of(ctx, key, request, chain)
+        report["slots"] = asyncio.run(_slot_reports(run, warnings, overlay, now))
     report["warnings"] = warnings
     return report

@@ -23,8 +23,8 @@ from prometheus_client import (
 from gateway import drain
 from gateway.config.state import tables
 from gateway.edge.auth import authenticate
-from gateway.inbound.chat import RequestError
-from gateway.inbound.render import error_body
+from gateway.inbound.base import error_body
+from gateway.kernel.exchange import RequestError
 from gateway.kernel.globs import matches
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.ops.auto_views import model_entries

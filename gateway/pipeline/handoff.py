@@ -22,13 +22,10 @@ from gateway.kernel.chain import Options
 from gateway.kernel.composite import answer_text
 from gateway.kernel.types import RoutingTable, Target
 from gateway.pipeline import upstream as proxy
-from gateway.pipeline.dispatch import dispatch
 from gateway.pipeline.health import attempt_abandoned, conn_key
-from gateway.planning.combo import (
-    SESSION_STATE_TTL_SECONDS,
-    RelayPlan,
-    connection_quota,
-)
+from gateway.pipeline.upstream import dispatch
+from gateway.planning.combo import SESSION_STATE_TTL_SECONDS, connection_quota
+from gateway.planning.plan import RelayPlan
 from providers.health import board
 
 logger = logging.getLogger("omniroute.gateway")

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.inbound.chat import ChatRequest
+from gateway.kernel.exchange import ChatRequest
 from gateway.kernel.session import Session, derive, scoped_key
 from gateway.kernel.types import KeyPolicy
 

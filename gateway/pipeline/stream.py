@@ -1,18 +1,19 @@
-"""The committed part of a stream (spec 02 §8): relay, rewrite, end, record.
+"""The committed part of a stream (spec 02 §8): relay, account, end, record.
 
-``StreamBody.frames()`` yields the buffered chunks and then the live remainder of the
-upstream stream, each with ``model`` rewritten to the served ``provider/model``, hides
-the usage-only chunk from clients that did not ask for usage, and ends with the chunk
-carrying the ``omniroute`` object (or the ``stream_interrupted`` error chunk) and
-``data: [DONE]``.  Its ``finally`` closes the upstream and records the attempt and the
-request, also when the client went away.
+``StreamRelay.frames(encoder)`` relays the buffered chunks and then the live remainder
+of the upstream stream, each with ``model`` rewritten to the served ``provider/model``;
+the client wire's encoder (``gateway.inbound``) turns each upstream read's chunks into
+one write, and ends the stream with the ``omniroute`` report (and the
+``stream_interrupted`` or ``shutting_down`` error when it did not end normally).  Its
+``finally`` closes the upstream and records the attempt and the request, also when
+the client went away.
 
 Shutdown (spec 08 §4): only the wait for the next upstream chunk is interruptible by
 the drain's cut (``gateway.drain``).  A cut there, or a cut flagged while a frame was
-being sent, ends the relay: the upstream is closed and the final chunk carries the
-``shutting_down`` error next to the ``omniroute`` object.  The request is logged as
-``interrupted`` with reason ``shutting_down``; the attempt as ``cancelled``, with no
-health effect (the gateway, not the target, ended it).
+being sent, ends the relay: the upstream is closed and the end carries the
+``shutting_down`` error next to the report.  The request is logged as ``interrupted``
+with reason ``shutting_down``; the attempt as ``cancelled``, with no health effect (the
+gateway, not the target, ended it).
 """
 
 from __future__ import annotations
@@ -20,19 +21,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway import drain
-from gateway.inbound.render import DONE_FRAME, sse_frame
 from gateway.kernel.failover import Item
 from gateway.kernel.types import Target
-from gateway.pipeline import upstream as proxy
+from gateway.pipeline import report, upstream
 from gateway.pipeline.health import record_health
+from gateway.pipeline.result import Streamed, StreamEncoder, StreamEnd
 
 if TYPE_CHECKING:
-    from gateway.pipeline.handle import AttemptLoop
+    from gateway.pipeline.attempt import Opened
+    from gateway.pipeline.run import Run
 
 
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
@@ -56,61 +58,59 @@ def delivered_chars(delta: dict[str, Any]) -> int:
 
 
 @dataclass(slots=True, kw_only=True)
-class StreamBody:
-    """A committed stream: relay, rewrite ``model``, end with ``omniroute``."""
+class StreamRelay:
+    """A committed stream: relay, rewrite ``model``, end with the report.
 
-    loop: AttemptLoop
+    ``report`` builds the ``omniroute`` object when the stream ends; ``on_end`` (a
+    composite's) replaces the request-level record with its own.
+    """
+
+    run: Run
     target: Target
     item: Item
-    stream: proxy.OpenStream
+    stream: upstream.OpenStream
     started_wall: float
+    report: Callable[[Target], dict[str, Any]]
     chars: int = 0
     usage: dict[str, Any] | None = None
     completed: bool = False
     #: the drain's cut ended the relay (spec 08 §4)
     cut: bool = False
 
-    def _prepare(self, chunk: dict[str, Any]) -> bytes | None:
+    def observe(self, chunk: dict[str, Any]) -> None:
+        """Account one canonical chunk: its usage, its delivered characters, and the
+        served model."""
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
         choices = chunk.get("choices")
-        if not self.loop.request.include_usage and "usage" in chunk:
-            if not choices and usage is not None:
-                return None  # the usage-only chunk the client did not ask for
-            del chunk["usage"]  # also when an upstream puts it on a content chunk
         if choices:
             for choice in choices:
                 delta = choice.get("delta") if isinstance(choice, dict) else None
                 if isinstance(delta, dict):
                     self.chars += delivered_chars(delta)
         chunk["model"] = self.target.model_key
-        return sse_frame(chunk)
 
-    def _tail(self, created: int, chunk_id: str) -> bytes:
-        tail: dict[str, Any] = {
-            "id": chunk_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": self.target.model_key,
-            "choices": [],
-        }
+    def _end(self, created: int, chunk_id: str) -> StreamEnd:
+        error: dict[str, Any] | None = None
         interrupted = self.stream.interrupted
         if self.cut:
-            tail["error"] = drain.shutdown_error()
+            error = drain.shutdown_error()
         elif interrupted is not None:
             self.item.detail = "stream_interrupted"
-            tail["error"] = {
+            error = {
                 "message": f"Upstream stream interrupted ({interrupted.reason.value})",
                 "type": "upstream_error",
                 "code": "stream_interrupted",
             }
-        tail["omniroute"] = self.loop.omniroute(self.target)
-        if self.loop.request.include_usage and self.usage is not None:
-            # the usage again on the last chunk: clients that keep the last chunk's
-            # usage (the openai SDK's stream helper) still see it
-            tail["usage"] = self.usage
-        return sse_frame(tail) + DONE_FRAME
+        return StreamEnd(
+            chunk_id=chunk_id,
+            created=created,
+            model=self.target.model_key,
+            report=self.report(self.target),
+            error=error,
+            usage=self.usage,
+        )
 
     async def _next(
         self,
@@ -134,39 +134,37 @@ class StreamBody:
         finally:
             guard.interruptible = False
 
-    async def frames(self) -> AsyncIterator[bytes]:
-        run = self.loop.rec
+    async def frames(self, encoder: StreamEncoder) -> AsyncIterator[bytes]:
+        run = self.run.rec
         created, chunk_id = int(self.started_wall), f"chatcmpl-{run.request_id.hex}"
         guard = drain.current() or drain.InFlight()  # untracked: never cut
         batches = self.stream.batches()
         try:
             first = True
             while (batch := await self._next(batches, guard)) is not None:
-                frames = []
                 for chunk in batch:
                     if isinstance(chunk.get("id"), str):
                         chunk_id = chunk["id"]
                     if isinstance(chunk.get("created"), int):
                         created = chunk["created"]
-                    frame = self._prepare(chunk)
-                    if frame is not None:
-                        frames.append(frame)
-                if not frames:
+                    self.observe(chunk)
+                # what one upstream read brought goes out in one write
+                data = encoder.chunks(batch)
+                if not data:
                     continue
                 if first:
                     run.mark_ttft()
                     first = False
-                # what one upstream read brought goes out in one write
-                yield frames[0] if len(frames) == 1 else b"".join(frames)
+                yield data
             self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
-            yield self._tail(created, chunk_id)
+            yield encoder.end(self._end(created, chunk_id))
             self.completed = True
         finally:
             # Cancelled while a frame was being sent (a client that stopped reading).
             self.cut = self.cut or (guard.stopping and not self.completed)
             await batches.aclose()
             await self.stream.aclose()
-            self._finish()
+            self.finish()
 
     def _with_delivered(self, usage: dict[str, Any] | None) -> dict[str, Any] | None:
         """A stream broken before its usage chunk: the prompt counts the upstream
@@ -181,7 +179,7 @@ class StreamBody:
         total = (prompt if isinstance(prompt, int) else 0) + completion
         return {**usage, "completion_tokens": completion, "total_tokens": total}
 
-    def _health_item(self) -> Item:
+    def health_item(self) -> Item:
         """What the stream did to its connection (a disconnect counts for nothing)."""
         interrupted = self.stream.interrupted
         if self.cut or not self.completed:
@@ -201,51 +199,65 @@ class StreamBody:
             connection=self.item.connection,
         )
 
-    def _finish(self) -> None:
-        run = self.loop.rec
+    def finish(self) -> None:
+        run = self.run
+        rec = run.rec
         self.item.latency_ms = int((time.time() - self.started_wall) * 1000)
         result = self.stream.result
         result.latency_s = self.item.latency_ms / 1000
         result.usage = self.usage
         if result.usage is None and result.partial_usage is not None:
             result.usage = self._with_delivered(result.partial_usage())
-        health_item = self._health_item()
-        trigger = record_health(self.loop.ctx.table, self.target, health_item, result)
+        health_item = self.health_item()
+        trigger = record_health(run.ctx.table, self.target, health_item, result)
         if health_item.reason is None:
-            self.loop.served(self.target)
+            run.served(self.target)
         logged = self.item
         if not self.cut and not self.completed:
             # spec 02 §8: a client that leaves mid-stream cancels the attempt, which is
             # logged as such; what was delivered is still billed
             logged = dataclasses.replace(self.item, reason="client_cancelled")
-        run.add_attempt(
+        rec.add_attempt(
             self.target,
             logged,
             self.started_wall,
             result,
             billable=True,
-            estimate_body=self.loop.request.body,
+            estimate_body=run.request.body,
             delivered_chars=self.chars,
             trigger=trigger,
             result="cancelled" if self.cut else None,
         )
         if self.cut:
-            run.interrupt(
-                self.target,
-                self.loop.calls,
-                len(self.loop.chain) > 1,
-                drain.SHUTDOWN_MESSAGE,
-            )
-            run.reason = drain.SHUTDOWN_CODE
+            rec.interrupt(self.target, run.calls, run.failover, drain.SHUTDOWN_MESSAGE)
+            rec.reason = drain.SHUTDOWN_CODE
         elif not self.completed:
-            run.client_closed(200, len(self.loop.chain) > 1, self.target)
+            rec.client_closed(200, run.failover, self.target)
         elif self.stream.interrupted is not None:
-            run.interrupt(
+            rec.interrupt(
                 self.target,
-                self.loop.calls,
-                len(self.loop.chain) > 1,
+                run.calls,
+                run.failover,
                 self.stream.interrupted_error or "",
             )
         else:
-            run.succeed(self.target, 200, self.loop.calls, len(self.loop.chain) > 1)
-        self.loop.ctx.record(run)
+            rec.succeed(self.target, 200, run.calls, run.failover)
+        run.ctx.record(rec)
+
+
+def relayed(run: Run, opened: Opened) -> Streamed:
+    """The result of a stream that committed: its report item joins the run, and
+    the relay ends with the report as it stands then."""
+    run.items.append(opened.item)
+    omni = report.omniroute(run, opened.target)
+    relay = StreamRelay(
+        run=run,
+        target=opened.target,
+        item=opened.item,
+        stream=opened.stream,
+        started_wall=opened.started_wall,
+        report=lambda target: report.omniroute(run, target),
+    )
+    return Streamed(
+        relay=relay, request=run.request, headers=report.stream_headers(run, omni)
+    )

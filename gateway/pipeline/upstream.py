@@ -1,5 +1,7 @@
 """Upstream I/O for one attempt: the only gateway module that touches httpx.
 
+* ``dispatch()``: one call for a target: the request in its dialect, the client of its
+  provider kind, target stats and the in-flight gauge, then one of:
 * ``call_json()``: a non-streaming attempt, bounded by its ``timeout_ms``.
 * ``open_stream()``: a streaming attempt read up to its *commit point*, the first
   content token (spec 02 §8).  Nothing reaches the client before it, so any failure
@@ -25,11 +27,13 @@ import orjson
 
 from gateway import jsonload
 from gateway.dialects import (
+    REGISTRY,
     BadUpstreamResponse,
     Dialect,
     StreamErrorEvent,
     UpstreamCall,
 )
+from gateway.kernel.chain import Options
 from gateway.kernel.errors import (
     Classification,
     TransportFailure,
@@ -41,6 +45,9 @@ from gateway.kernel.errors import (
     empty_stream,
 )
 from gateway.kernel.sse import DONE, SSEDecoder
+from gateway.kernel.types import Target
+from gateway.pipeline.health import attempt_started
+from providers.http import client_for
 from providers.upstream_client import (
     UpstreamConnectError,
     UpstreamPoolTimeout,
@@ -48,6 +55,7 @@ from providers.upstream_client import (
     UpstreamReadTimeout,
 )
 from providers.upstream_client import UpstreamError as UpstreamTransportError
+from telemetry import metrics
 
 Client = Any  # UpstreamClient, or httpx.AsyncClient for the in-process mock kind
 
@@ -442,3 +450,53 @@ async def open_stream(
         result.failure = empty_stream()
     result.latency_s = now - result.started
     return result
+
+
+async def dispatch(
+    target: Target,
+    body: dict[str, Any],
+    *,
+    stream: bool,
+    options: Options,
+    idle_timeout_ms: int,
+    created: int,
+    result: AttemptResult | None = None,
+) -> AttemptResult | OpenStream:
+    """Call ``target`` with ``body``; a stream comes back at its first content token.
+    ``result``: a record the proxy fills as the exchange goes, so a caller whose
+    call is cancelled still knows the status and first-byte time it got."""
+    dialect = REGISTRY[target.provider.kind]
+    call = dialect.build_request(
+        base_url=target.provider.base_url,
+        api_key=target.connection.api_key,
+        model=target.model.model_id,
+        body=body,
+        stream=stream,
+    )
+    client = client_for(target.provider.kind)
+    attempt_started(target)
+    gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
+    gauge.inc()
+    try:
+        if stream:
+            first = options.first_token_timeout_ms
+            return await open_stream(
+                client,
+                dialect,
+                call,
+                timeout_s=options.timeout_ms / 1000,
+                first_token_s=first / 1000 if first else None,
+                idle_timeout_s=idle_timeout_ms / 1000,
+                created=created,
+                result=result,
+            )
+        return await call_json(
+            client,
+            dialect,
+            call,
+            timeout_s=options.timeout_ms / 1000,
+            created=created,
+            result=result,
+        )
+    finally:
+        gauge.dec()

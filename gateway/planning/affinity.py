@@ -25,7 +25,7 @@ from providers.pins import pins
 from telemetry import metrics
 
 if TYPE_CHECKING:
-    from gateway.planning.combo import ComboPlan, RequestFacts
+    from gateway.planning.plan import ComboPlan, RequestFacts
 
 _rng = random.Random()
 

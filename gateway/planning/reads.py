@@ -25,7 +25,7 @@ from providers.pins import pins
 from providers.target_stats import TargetSnapshot, stats
 
 if TYPE_CHECKING:
-    from gateway.planning.combo import RequestFacts
+    from gateway.planning.plan import RequestFacts
 
 MAX_DEPTH = 3  # spec 03 §2.1
 COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})

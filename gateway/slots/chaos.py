@@ -13,30 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from typing import TYPE_CHECKING
+from typing import Any
 
-from gateway.auto import live as auto_glue
 from gateway.auto.engine.decide import Decision
 from gateway.auto.engine.types import Scored
-from gateway.inbound.render import JSONReply
+from gateway.kernel.chain import Slot
 from gateway.kernel.composite import answer_text
-from gateway.kernel.failover import Item
-from gateway.kernel.types import Target
-from gateway.pipeline import upstream as proxy
-from gateway.pipeline.context import StreamReply
-from gateway.pipeline.dispatch import dispatch
-from gateway.pipeline.health import attempt_abandoned, conn_key
-from providers.health import board
-
-if TYPE_CHECKING:
-    from gateway.kernel.chain import Slot
-    from gateway.pipeline.handle import AttemptLoop
+from gateway.pipeline import attempt, report
+from gateway.pipeline.attempt import Cancel, Opened, Outcome, Settled, Skipped
+from gateway.pipeline.result import Result
+from gateway.pipeline.run import Run
+from gateway.pipeline.stream import relayed
 
 DEFAULT_PANEL = 5
 PANEL_RANGE = (2, 10)
-
-Finished = tuple[Target, proxy.AttemptResult | proxy.OpenStream | None, float]
 
 
 def max_panel() -> int:
@@ -69,130 +59,91 @@ def panel(decision: Decision, size: int) -> list[Scored]:
     return members
 
 
-def _good(outcome: proxy.AttemptResult | proxy.OpenStream | None) -> bool:
-    if isinstance(outcome, proxy.OpenStream):
-        return True
-    if outcome is None or outcome.failure is not None or outcome.completion is None:
+def answers(completion: dict[str, Any] | None) -> bool:
+    """A member's 2xx wins only with content or tool calls (§1.4)."""
+    if completion is None:
         return False
-    if answer_text(outcome.completion):
+    if answer_text(completion):
         return True
-    choices = outcome.completion.get("choices") or [{}]
+    choices = completion.get("choices") or [{}]
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     return isinstance(message, dict) and bool(message.get("tool_calls"))
 
 
-async def run_chaos(
-    loop: AttemptLoop, slot: Slot, index: int, decision: Decision
-) -> JSONReply | StreamReply | None:
+async def fan_out(
+    run: Run, slot: Slot, index: int, decision: Decision
+) -> Result | None:
+    """Every panel member at once; the first good answer is the request's."""
     by_key = {t.key: t for t in decision.order}
     members = [by_key[s.key] for s in panel(decision, max_panel()) if s.key in by_key]
-
-    tasks: dict[asyncio.Task[Finished], tuple[Target, float]] = {}
+    cause = [Cancel.CLIENT]  # losers are cancelled as a lost race
+    pending: set[asyncio.Task[Outcome]] = set()
     for target in members:
-        if loop._skipped(target, index):
+        skip = run.skip_check(target, index)
+        if skip is not None:
+            run.skip(target, index, skip)
             continue
-        loop.calls += 1
-        loop.attempted.add(target.key)
-        tasks[asyncio.create_task(_member(loop, slot, target))] = (target, time.time())
-    pending = set(tasks)
+        call = attempt.attempt(
+            run,
+            slot,
+            index,
+            target,
+            body=run.attempt_body(target),
+            stream=run.request.stream,
+            via=target.via,
+            report=run.items,
+            wants=answers,
+            cancel=lambda: cause[0],
+        )
+        pending.add(asyncio.create_task(call))
     try:
         while pending:
             done, pending = await asyncio.wait(
                 pending, return_when=asyncio.FIRST_COMPLETED
             )
-            winner = await _first_good(loop, done, index)
+            winner = await _first_good(run, index, done)
             if winner is not None:
-                await _cancel(loop, pending, tasks, index)
-                target, outcome, started = winner
-                if isinstance(outcome, proxy.OpenStream):
-                    return loop._stream_reply(target, index, outcome, started)
-                assert isinstance(outcome, proxy.AttemptResult)
-                return loop._settle(target, index, outcome, started)
+                cause[0] = Cancel.RACE_LOST
+                await _cancel(pending)
+                return _result(run, winner)
     except asyncio.CancelledError:
-        await _cancel(loop, pending, tasks, index)
-        loop.rec.client_closed(499, len(loop.chain) > 1)
-        loop.ctx.record(loop.rec)
+        await _cancel(pending)
         raise
     return None
 
 
 async def _first_good(
-    loop: AttemptLoop, done: set[asyncio.Task[Finished]], index: int
-) -> Finished | None:
+    run: Run, index: int, done: set[asyncio.Task[Outcome]]
+) -> Settled | Opened | None:
     """Settle the finished members; the first good answer among them wins."""
-    winner: Finished | None = None
+    winner: Settled | Opened | None = None
     for task in done:
-        target, outcome, started = task.result()
-        if winner is None and _good(outcome):
-            winner = (target, outcome, started)
-        elif isinstance(outcome, proxy.OpenStream):
-            await outcome.generator.aclose()  # a tie: only one stream wins
-            _cancelled(loop, target, index, started)
-        elif isinstance(outcome, proxy.AttemptResult):
-            loop._settle(target, index, outcome, started)
+        outcome = task.result()
+        if isinstance(outcome, Skipped):
+            run.skip(outcome.target, index, outcome.skip)  # its claim was lost
+            continue
+        good = isinstance(outcome, Opened) or outcome.served
+        if winner is None and good:
+            winner = outcome
+        elif isinstance(outcome, Opened):
+            await attempt.discard(run, outcome, run.items)  # a tie: one stream wins
+        elif outcome.served:
+            attempt.lost(run, outcome, run.items)
+        else:
+            run.items.append(outcome.item)
     return winner
 
 
-async def _member(loop: AttemptLoop, slot: Slot, target: Target) -> Finished:
-    """One panel member's call; a self-healing probe is settled here."""
-    options = loop._options(slot, target)
-    started = time.time()
-    connection = conn_key(target)
-    if not board.begin(connection, started, options.timeout_ms / 1000):
-        return target, None, started
-    probe = target.key in loop.probes
-    if probe:
-        auto_glue.probe_started(target)
-    try:
-        outcome = await dispatch(
-            target,
-            loop.attempt_body(target),
-            stream=loop.request.stream,
-            options=options,
-            idle_timeout_ms=loop.ctx.table.settings.stream_idle_timeout_ms,
-            created=int(started),
-        )
-    except asyncio.CancelledError:
-        if probe:
-            auto_glue.probe_finished(target, "client_cancelled", False)
-        raise
-    finally:
-        board.end(connection)
-    if probe:
-        failure = getattr(outcome, "failure", None)
-        auto_glue.probe_finished(
-            target, failure.reason.value if failure else None, _good(outcome)
-        )
-    return target, outcome, started
-
-
-async def _cancel(
-    loop: AttemptLoop,
-    pending: set[asyncio.Task[Finished]],
-    tasks: dict[asyncio.Task[Finished], tuple[Target, float]],
-    index: int,
-) -> None:
+async def _cancel(pending: set[asyncio.Task[Outcome]]) -> None:
     for task in pending:
         task.cancel()
     if pending:
         await asyncio.gather(*pending, return_exceptions=True)
-    for task in pending:
-        target, started = tasks[task]
-        _cancelled(loop, target, index, started)
 
 
-def _cancelled(loop: AttemptLoop, target: Target, index: int, started: float) -> None:
-    """A member that lost the race: logged ``cancelled``, no health effect, and an
-    item of the report, so its ``calls`` add up to ``X-OmniRoute-Attempts``."""
-    item = Item(
-        model=target.model_key,
-        slot=index,
-        via=target.via,
-        status="failed",
-        reason="client_cancelled",
-        latency_ms=int((time.time() - started) * 1000),
-        connection=target.connection.name,
-    )
-    loop.items.append(item)
-    loop.rec.add_attempt(target, item, started, None, result="cancelled")
-    attempt_abandoned(target)
+def _result(run: Run, winner: Settled | Opened) -> Result:
+    if isinstance(winner, Opened):
+        return relayed(run, winner)
+    run.items.append(winner.item)
+    attempt.bill(run, winner)
+    return report.answer(run, winner.target, winner.result.completion or {})

@@ -17,7 +17,8 @@ from gateway.kernel.ratelimits import quota_key
 from gateway.kernel.types import RoutingTable
 from gateway.planning import combo as combo_plan
 from gateway.planning import reads as combo_reads
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts, request_facts
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore
@@ -125,7 +126,7 @@ def test_a_window_too_small_is_filtered_and_listed_when_planned():
     listed in declared order, even when the strategy would have put it last."""
     table = _windowed("context-optimized", ["pw/small", "pw/big"])
     body = {"messages": [{"role": "user", "content": "x" * 8000}]}
-    plan = plan_combo(table, table.combos["c"], combo_plan.request_facts(body), NOW)
+    plan = plan_combo(table, table.combos["c"], request_facts(body), NOW)
     assert [t.key for t in plan.targets] == ["pw/big@main"]
     assert [(t.key, s.reason) for t, s in plan.skips] == [
         ("pw/small@main", "context_too_large")
@@ -138,7 +139,7 @@ def test_a_missing_capability_is_filtered_with_its_request_field():
         "messages": [{"role": "user", "content": "hi"}],
         "tools": [{"type": "function", "function": {"name": "ls"}}],
     }
-    plan = plan_combo(table, table.combos["c"], combo_plan.request_facts(body), NOW)
+    plan = plan_combo(table, table.combos["c"], request_facts(body), NOW)
     # never ordered: a skip item in declared order, naming the request field
     assert [t.key for t in plan.targets] == ["pw/big@main"]
     assert [(t.key, s.reason, s.unmet_param) for t, s in plan.skips] == [
@@ -173,7 +174,7 @@ def test_a_capability_misfit_takes_no_part_in_the_ordering(monkeypatch):
             }
         },
     )
-    facts = combo_plan.request_facts(body)
+    facts = request_facts(body)
     for _ in range(30):
         keys = [t.key for t in plan_combo(table, table.combos["c"], facts, NOW).targets]
         # the misfit is a skip item (never called); the draw is over the others
@@ -187,7 +188,7 @@ def test_weighted_draws_only_among_targets_that_fit():
         [{"model": "pw/small", "weight": 100}, {"model": "pw/big", "weight": 1}],
     )
     body = {"messages": [{"role": "user", "content": "x" * 8000}]}
-    facts = combo_plan.request_facts(body)
+    facts = request_facts(body)
     for _ in range(20):
         plan = plan_combo(table, table.combos["c"], facts, NOW)
         assert [t.key for t in plan.targets] == ["pw/big@main"]

@@ -9,7 +9,8 @@ from types import MappingProxyType
 
 from gateway.dialects.base import endpoint_url
 from gateway.kernel.chain import connection_order, plan_targets
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from gateway.planning.strategies import rendezvous_order
 from tests.engine.conftest import build_table
 

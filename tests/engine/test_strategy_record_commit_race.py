@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from providers.health import board
 from providers.state_store import UNREAD, LocalStore
 from tests.engine.conftest import build_table

@@ -18,7 +18,8 @@ from gateway.kernel.types import RoutingTable, Strategy, Target
 from gateway.planning import affinity as combo_session
 from gateway.planning import combo as combo_plan
 from gateway.planning import reads as combo_reads
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from providers import pins as pins_module
 from providers.health import Skip
 from providers.pins import PinStore

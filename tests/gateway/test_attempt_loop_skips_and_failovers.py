@@ -13,14 +13,17 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from gateway.inbound.base import serve
+from gateway.inbound.chat import WIRE as CHAT
 from gateway.kernel.chain import EntrySpec, Slot
 from gateway.kernel.errors import Classification, FailureReason
 from gateway.kernel.failover import Item
 from gateway.kernel.resolve import resolve
-from gateway.pipeline import handle as chat
 from gateway.pipeline import upstream as proxy
 from gateway.pipeline.context import ChatContext
 from gateway.pipeline.record import RunRecord
+from gateway.pipeline.report import model_failover
+from gateway.pipeline.run import Run
 from providers.health import board
 from tests.engine.conftest import build_key, build_table
 
@@ -63,7 +66,7 @@ def _script(monkeypatch, replies: dict[str, proxy.AttemptResult]) -> list[str]:
         called.append(target.model_key)
         return replies[target.model_key]
 
-    monkeypatch.setattr(chat, "dispatch", dispatch)
+    monkeypatch.setattr(proxy, "dispatch", dispatch)
     return called
 
 
@@ -76,7 +79,7 @@ async def _ask(body: dict[str, Any]) -> tuple[Any, list[RunRecord]]:
         record=records.append,
     )
     payload = {"messages": [{"role": "user", "content": "hi"}], **body}
-    reply = await chat.handle_chat(json.dumps(payload).encode(), ctx, KEY)
+    reply = await serve(CHAT, json.dumps(payload).encode(), ctx, KEY)
     return reply, records
 
 
@@ -159,7 +162,7 @@ def test_the_failover_event_names_entries_as_sent():
         endpoint="/v1/chat/completions", headers={}, table=TABLE, record=lambda r: None
     )
     request = type("R", (), {"stream": False})()
-    loop = chat.AttemptLoop(
+    loop = Run(
         ctx=ctx,
         key=KEY,
         request=request,  # type: ignore[arg-type]
@@ -170,7 +173,7 @@ def test_the_failover_event_names_entries_as_sent():
         Item(model="qa/m1", slot=0, via=None, status="failed", reason="timeout")
     )
 
-    loop._model_failover(0)
+    model_failover(loop, 0)
 
     event = run.events[-1]
     assert (event["from_model"], event["to_model"], event["reason"]) == (

@@ -142,8 +142,9 @@ def test_metrics_refuse_a_wrong_token(settings):
 def test_a_request_without_a_key_counts_in_requests_total():
     from prometheus_client import REGISTRY
 
-    from gateway.inbound.render import JSONReply
-    from gateway.pipeline.context import ChatContext, authenticate_request
+    from gateway.edge.asgi import authenticate_request
+    from gateway.pipeline.context import ChatContext
+    from gateway.pipeline.result import Failure
     from tests.engine.conftest import build_table
 
     labels = {"route": "unresolved", "served_model": "none", "status": "401"}
@@ -159,6 +160,6 @@ def test_a_request_without_a_key_counts_in_requests_total():
         record=lambda run: None,
     )
     reply = authenticate_request(ctx)
-    assert isinstance(reply, JSONReply)
+    assert isinstance(reply, Failure)
     assert reply.status == 401
     assert count() == before + 1

@@ -20,7 +20,8 @@ from gateway.config.snapshot import build_table
 from gateway.kernel.breaker import HealthConfig
 from gateway.kernel.types import RoutingTable
 from gateway.ops.explain import _dry_run_store, explain
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from providers.health import board
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from gateway.inbound.base import serve
+from gateway.inbound.chat import WIRE as CHAT
 from gateway.kernel.errors import Classification, FailureReason
 from gateway.kernel.types import GatewaySettings
-from gateway.pipeline import handle as chat
 from gateway.pipeline import upstream as proxy
 from gateway.pipeline.context import ChatContext
 from providers.health import board
@@ -51,7 +52,7 @@ async def test_no_failover_is_counted_once_the_call_budget_is_spent(monkeypatch)
             failure=Classification(FailureReason.SERVER_ERROR),
         )
 
-    monkeypatch.setattr(chat, "dispatch", dispatch)
+    monkeypatch.setattr(proxy, "dispatch", dispatch)
     ctx = ChatContext(
         endpoint="/v1/chat/completions",
         headers={},
@@ -64,7 +65,7 @@ async def test_no_failover_is_counted_once_the_call_budget_is_spent(monkeypatch)
     }
     before = _failovers()
 
-    reply = await chat.handle_chat(json.dumps(payload).encode(), ctx, build_key())
+    reply = await serve(CHAT, json.dumps(payload).encode(), ctx, build_key())
 
     assert reply.status == 502
     assert called == ["ra/m1"]  # max_attempts_per_request = 1: rb/m2 is never tried

@@ -14,7 +14,8 @@ from django.test import Client
 from combos.config_file import import_config
 from gateway.config.snapshot import build_table
 from gateway.config.state import tables
-from gateway.inbound.chat import RequestError, parse_chat_request
+from gateway.inbound.chat import parse_chat_request
+from gateway.kernel.exchange import RequestError
 from omniroute_site.asgi import application
 from telemetry.models import RequestLog
 from tests.asgi_scope import http_scope

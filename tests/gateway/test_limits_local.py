@@ -379,7 +379,7 @@ async def test_tickets_never_reconciled_are_forgotten_after_fifteen_minutes():
     assert gate.open == {later}
 
 
-# --- the hook in handle_chat ----------------------------------------------------------
+# --- the hook in the pipeline ---------------------------------------------------------
 
 BODY = b'{"model": "pa/m1", "messages": [{"role": "user", "content": "hi"}]}'
 
@@ -396,17 +396,19 @@ def _context(records: list):
 
 
 async def test_a_request_that_dies_before_its_record_is_still_reconciled(monkeypatch):
+    from gateway.inbound.base import serve
+    from gateway.inbound.chat import WIRE
     from gateway.limits import admission as limits
-    from gateway.pipeline import handle as chat
+    from gateway.pipeline import handle
 
-    async def cancelled(self):
+    async def cancelled(run):
         raise asyncio.CancelledError
 
-    monkeypatch.setattr(chat.AttemptLoop, "run", cancelled)
+    monkeypatch.setattr(handle, "run_chain", cancelled)
     key = KeyPolicy(id=424_242, name="k", prefix="p", rpm=5, tpm=10_000)
     records: list = []
     with pytest.raises(asyncio.CancelledError):
-        await chat.handle_chat(BODY, _context(records), key)
+        await serve(WIRE, BODY, _context(records), key)
     gate = limits.limiter()
     assert records == []  # no record reached the front door ...
     assert not [t for t in gate.open if t.demand.key_id == 424_242]
@@ -417,25 +419,28 @@ async def test_a_request_that_dies_before_its_record_is_still_reconciled(monkeyp
 
 
 async def test_a_key_without_limits_never_reaches_the_limiter(monkeypatch):
-    from gateway.inbound.render import JSONReply
+    from gateway.inbound.base import serve
+    from gateway.inbound.chat import WIRE
     from gateway.limits import admission as limits
-    from gateway.pipeline import handle as chat
+    from gateway.pipeline import handle
+    from gateway.pipeline.result import Answer
 
     async def must_not_run(*args, **kwargs):
         raise AssertionError("the limiter was called")
 
-    async def served(self):
-        return JSONReply(status=200, body=b"{}", headers=[])
+    async def served(run):
+        return Answer(completion={}, report={})
 
     monkeypatch.setattr(limits, "admit_request", must_not_run)
-    monkeypatch.setattr(chat.AttemptLoop, "run", served)
-    reply = await chat.handle_chat(BODY, _context([]), KEY)
+    monkeypatch.setattr(handle, "run_chain", served)
+    reply = await serve(WIRE, BODY, _context([]), KEY)
     assert reply.status == 200
 
 
 async def test_a_client_gone_during_admission_gets_its_reservation_back(monkeypatch):
+    from gateway.inbound.base import serve
+    from gateway.inbound.chat import WIRE
     from gateway.limits import admission as limits
-    from gateway.pipeline import handle as chat
 
     gate = limits.limiter()
     entered, finish = asyncio.Event(), asyncio.Event()
@@ -448,7 +453,7 @@ async def test_a_client_gone_during_admission_gets_its_reservation_back(monkeypa
 
     monkeypatch.setattr(gate, "admit", slow_admit)
     key = KeyPolicy(id=434_343, name="k", prefix="p", rpm=5, tpm=10_000, budget_usd=1)
-    request = asyncio.ensure_future(chat.handle_chat(BODY, _context([]), key))
+    request = asyncio.ensure_future(serve(WIRE, BODY, _context([]), key))
     await entered.wait()
     request.cancel()  # the client disconnects ...
     with pytest.raises(asyncio.CancelledError):

@@ -12,7 +12,8 @@ import pytest
 from gateway.kernel.breaker import HealthConfig
 from gateway.planning import affinity as combo_session
 from gateway.planning import reads as combo_reads
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore

@@ -14,7 +14,8 @@ import pytest
 from gateway.kernel.types import ComboInfo, ComboTargetInfo, RoutingTable
 from gateway.planning import combo as combo_plan
 from gateway.planning import reads as combo_reads
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from providers import pins as pins_module
 from providers.health import board
 from providers.pins import PinStore

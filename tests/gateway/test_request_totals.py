@@ -97,9 +97,9 @@ def test_settling_a_fusion_keeps_the_tokens_of_every_reporting_attempt():
             target, _item(target.model_key, "served"), 2.0, usage, billable=True
         )
         billed.append(run.attempts[-1])
-    composite = SimpleNamespace(billed_rows=billed, loop=SimpleNamespace(rec=run))
+    composite = SimpleNamespace(billed_rows=billed, run=SimpleNamespace(rec=run))
 
-    Composite._sum_totals(composite)  # type: ignore[arg-type]
+    Composite.sum_totals(composite)  # type: ignore[arg-type]
 
     assert (run.prompt_tokens, run.completion_tokens) == (500, 75)
     assert run.cost == Decimal("0.00054")  # the billable calls only

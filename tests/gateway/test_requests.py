@@ -7,15 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.inbound.chat import (
-    GATEWAY_FIELDS,
-    ChainEntry,
-    ChatRequest,
-    Redundancy,
-    RequestError,
-    parse_chat_request,
-)
+from gateway.inbound.chat import GATEWAY_FIELDS, parse_chat_request
 from gateway.kernel.chain import ChainError, EntrySpec, build_chain
+from gateway.kernel.exchange import ChainEntry, ChatRequest, Redundancy, RequestError
 from gateway.kernel.types import (
     ConnectionInfo,
     KeyPolicy,

@@ -8,7 +8,8 @@ from types import MappingProxyType
 
 import pytest
 
-from gateway.planning.combo import RequestFacts, plan_combo
+from gateway.planning.combo import plan_combo
+from gateway.planning.plan import RequestFacts
 from providers.health import board
 from providers.state_store import LocalStore
 from tests.engine.conftest import build_table

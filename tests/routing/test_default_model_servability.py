@@ -54,7 +54,8 @@ def test_a_combo_target_expands_to_that_connection_only():
     import dataclasses
 
     from gateway.kernel.types import ComboInfo, ComboTargetInfo, Strategy
-    from gateway.planning.combo import RequestFacts, plan_combo
+    from gateway.planning.combo import plan_combo
+    from gateway.planning.plan import RequestFacts
 
     combo = ComboInfo(
         id=1,

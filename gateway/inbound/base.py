@@ -1,0 +1,139 @@
+"""What every client wire shares: the reply types the front door sends, the wire
+contract, and the OpenAI shapes more than one wire (and the ops endpoints) speak.
+
+A wire (one module of ``gateway.inbound``) owns its paths, how a credential arrives,
+how its body becomes the canonical ``ChatRequest`` and how a ``Result`` becomes bytes;
+everything between is wire-neutral (``gateway.pipeline``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.kernel.exchange import ChatRequest
+from gateway.kernel.sse import DONE_FRAME, encode_data
+from gateway.kernel.types import KeyPolicy
+from gateway.pipeline.context import ChatContext
+from gateway.pipeline.handle import handle
+from gateway.pipeline.result import Failure, Result
+from telemetry.sanitize import sanitize
+
+Headers = list[tuple[bytes, bytes]]
+JSON_CONTENT_TYPE = (b"content-type", b"application/json")
+SSE_HEADERS = (
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class JSONReply:
+    status: int
+    body: bytes
+    headers: Headers = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamReply:
+    headers: Headers
+    body: AsyncIterator[bytes]
+    status: int = 200
+
+
+Reply = JSONReply | StreamReply
+
+
+class Wire(Protocol):
+    """One client wire: its paths, its body, its bytes."""
+
+    #: the request paths it serves (with and without a trailing slash)
+    paths: frozenset[str]
+
+    def parse(self, raw: bytes) -> ChatRequest:
+        """The canonical request; raises ``RequestError`` naming the field."""
+        ...
+
+    def model_sent(self, raw: bytes) -> str:
+        """The model a body that failed validation names (spec 06 §1.1)."""
+        ...
+
+    def render(self, result: Result) -> Reply:
+        """The bytes of a pipeline result."""
+        ...
+
+    def error(self, failure: Failure) -> JSONReply:
+        """The bytes of a refusal made before the pipeline (401, 413, 503...)."""
+        ...
+
+
+async def serve(wire: Wire, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
+    """One authenticated request on ``wire``: the pipeline's result, as its bytes."""
+    return wire.render(await handle(raw, wire, ctx, key))
+
+
+def error_body(
+    *,
+    message: str,
+    error_type: str,
+    code: str,
+    param: str | None = None,
+    attempts: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The OpenAI error envelope ``{"error": {message, type, param, code}}``."""
+    error: dict[str, Any] = {
+        # spec 08 §5.4: an error never echoes a credential (a key sent as a model)
+        "message": sanitize(message, limit=10_000),
+        "type": error_type,
+        "param": param,
+        "code": code,
+    }
+    if attempts is not None:
+        error["attempts"] = attempts
+    return {"error": error}
+
+
+def openai_error(failure: Failure) -> JSONReply:
+    """A failure in the OpenAI error envelope, with its headers and ``Retry-After``."""
+    body = error_body(
+        message=failure.message,
+        error_type=failure.error_type,
+        code=failure.code,
+        param=failure.param,
+        attempts=failure.attempts,
+    )
+    return JSONReply(
+        status=failure.status,
+        body=orjson.dumps(body),
+        headers=with_retry_after(failure),
+    )
+
+
+def with_retry_after(failure: Failure) -> Headers:
+    headers = list(failure.headers)
+    if failure.retry_after_s is not None:
+        headers.append((b"retry-after", str(failure.retry_after_s).encode()))
+    return headers
+
+
+def sse_frame(chunk: dict[str, Any]) -> bytes:
+    return encode_data(orjson.dumps(chunk))
+
+
+__all__ = [
+    "DONE_FRAME",
+    "JSON_CONTENT_TYPE",
+    "SSE_HEADERS",
+    "JSONReply",
+    "Reply",
+    "StreamReply",
+    "Wire",
+    "error_body",
+    "openai_error",
+    "serve",
+    "sse_frame",
+]

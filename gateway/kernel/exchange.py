@@ -1,0 +1,81 @@
+"""The canonical exchange: a client request as every layer below the wires sees it.
+
+A client wire (``gateway.inbound``) parses its body into a ``ChatRequest`` and renders
+what the pipeline answers; everything between (chains, planning, dialects, the attempt
+runner) reads only these types.  ``RequestError`` is a refusal that names the field,
+raised wherever the gateway refuses a request before or between upstream calls.
+
+The request body is the OpenAI Chat Completions shape, the lingua franca the dialects
+translate from; the gateway-only fields (``models``, ``fallback_models``,
+``redundancy``, session ids) are already parsed out of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.kernel.chain import EntrySpec
+
+
+class RequestError(Exception):
+    """A refusal that names the field; each client wire renders it in its own error
+    envelope."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+        self.error_type = error_type
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainEntry:
+    model: str
+    #: the field a resolution error names: "model", "models[1]" for a string entry,
+    #: "fallback_models[0].model" for an object entry (spec 02 §3 rows 12-14)
+    param: str
+    timeout_ms: int | None = None
+    first_token_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Redundancy:
+    timeout_ms: int | None = None
+    first_token_timeout_ms: int | None = None
+    on: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatRequest:
+    body: dict[str, Any]  # gateway fields removed; what goes upstream (model aside)
+    stream: bool
+    model: str | None
+    entries: tuple[ChainEntry, ...]  # explicit chain (rules 1-2) or ``[model]``
+    explicit_chain: bool
+    redundancy: Redundancy
+    include_usage: bool
+    #: ``session_id`` / ``litellm_session_id`` as sent (never forwarded, 05 §1.1)
+    session_fields: dict[str, Any] = field(default_factory=dict)
+
+    def entry_specs(self) -> tuple[EntrySpec, ...]:
+        """The chain entries as sent, in the planner's terms."""
+        return tuple(
+            EntrySpec(
+                model=e.model,
+                param=e.param,
+                timeout_ms=e.timeout_ms,
+                first_token_timeout_ms=e.first_token_timeout_ms,
+            )
+            for e in self.entries
+        )
