@@ -1,15 +1,16 @@
 """Writes a validated import plan (``combos.config_file``) with change detection.
 
 Each row is upserted by its natural key and saved only when a field differs, so the
-report says exactly what changed and a repeated import writes nothing.
+report (``ImportReport``, built here) says exactly what changed and a repeated import
+writes nothing.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from combos import services
-from combos.config_file import ImportReport
 from combos.models import (
     ApiKey,
     CandidateOverride,
@@ -22,6 +23,27 @@ from combos.models import (
 from providers import crypto
 from providers.models import Connection, Provider, ProviderModel
 from providers.services import MASKED, apply_connection_fields, apply_model_fields
+from providers.validation import Problem
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did: per kind of row, how many were created, updated, left
+    unchanged and deleted (``changed`` once any was not unchanged); the API keys it
+    generated, as (name, plaintext); the plan's warnings (``import_config``)."""
+
+    changed: bool = False
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    generated_keys: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    def count(self, kind: str, outcome: str) -> None:
+        bucket = self.counts.setdefault(
+            kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+        )
+        bucket[outcome] += 1
+        if outcome != "unchanged":
+            self.changed = True
 
 
 def _fields(instance: Any, names: tuple[str, ...]) -> tuple[Any, ...]:

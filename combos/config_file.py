@@ -19,6 +19,7 @@ from django.db import transaction
 
 from combos import services
 from combos.combo_validation import reference_problem
+from combos.config_apply import ImportReport, apply_plan
 from combos.config_prune import prune_problems
 from combos.key_validation import (
     validate_mapping,
@@ -60,22 +61,6 @@ class ImportPlan:
     data: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class ImportReport:
-    changed: bool = False
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)
-    generated_keys: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-
-    def count(self, kind: str, outcome: str) -> None:
-        bucket = self.counts.setdefault(
-            kind, {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}
-        )
-        bucket[outcome] += 1
-        if outcome != "unchanged":
-            self.changed = True
 
 
 class ConfigFileError(Exception):
@@ -332,8 +317,6 @@ def import_config(text: str, *, prune: bool = False) -> ImportReport:
     plan = plan_import(text, prune=prune)
     if plan.problems:
         raise ConfigFileError(plan.problems)
-    from combos.config_apply import apply_plan
-
     with transaction.atomic():
         report = apply_plan(plan.data, prune=prune)
         report.warnings = plan.warnings

@@ -23,16 +23,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from providers.redis_store import BACKOFF_FIRST_SECONDS, BACKOFF_MAX_SECONDS
-
-if TYPE_CHECKING:
-    from providers.redis_store import RedisLink
+from providers.redis_backoff import BACKOFF_FIRST_SECONDS, BACKOFF_MAX_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +54,18 @@ class _Job:
     due: float = 0.0
 
 
+class Link(Protocol):
+    """What the thread needs of its link (a ``providers.redis_store.RedisLink``,
+    which creates the subscriber): the server's URL, and where to report a
+    failure so that the stores back off too."""
+
+    url: str
+
+    def failed(self, op: str, exc: BaseException) -> None: ...
+
+
 class Subscriber:
-    def __init__(
-        self, link: RedisLink, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, link: Link, clock: Callable[[], float] = time.monotonic) -> None:
         self._link = link
         self._clock = clock
         self._lock = threading.Lock()

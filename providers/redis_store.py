@@ -33,12 +33,14 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from providers.redis_backoff import BACKOFF_FIRST_SECONDS, BACKOFF_MAX_SECONDS
+from providers.redis_pubsub import Subscriber
 from providers.state_codec import decode, encode
 from providers.state_store import (
     UNREAD,
@@ -47,14 +49,9 @@ from providers.state_store import (
     shared_state_observer,
 )
 
-if TYPE_CHECKING:
-    from providers.redis_pubsub import Subscriber
-
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "omniroute:"  # spec 08 §3.1: every key and channel
-BACKOFF_FIRST_SECONDS = 1.0  # spec 08 §3.3: skip Redis for 1 s after a failure,
-BACKOFF_MAX_SECONDS = 5.0  # doubling up to 5 s between retries
 WARNING_EVERY_SECONDS = 60.0  # spec 03 §8.8: one WARNING per 60 s at most
 POOL_MAX_CONNECTIONS = 64  # per worker; past it a call fails over like a timeout
 CONFIG_CHANNEL = "config"  # spec 08 §3.4
@@ -216,8 +213,6 @@ class RedisLink:
     def subscriber(self) -> Subscriber:
         with self._lock:
             if self._subscriber is None:
-                from providers.redis_pubsub import Subscriber
-
                 self._subscriber = Subscriber(self)
             return self._subscriber
 

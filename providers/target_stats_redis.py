@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from providers.target_stats import (
+from providers.target_stats_local import (
     WINDOW_MINUTES,
     Minute,
     TargetSnapshot,

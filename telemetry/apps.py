@@ -8,9 +8,16 @@ class TelemetryConfig(AppConfig):
     verbose_name = "Telemetry"
 
     def ready(self) -> None:
-        # Registers compute_reliability_24h and prune_logs (spec 06 §3.1).
-        from telemetry import jobs  # noqa: F401
+        from telemetry import (
+            jobs,  # noqa: F401 - registers compute_reliability_24h and prune_logs
+            tasks,
+            webhook_delivery,
+        )
         from telemetry.sanitize import AccessLogRedactingFilter
+
+        # spec 06 §3.1 jobs registered above.  The delivery service sends the Celery
+        # task that wraps it, so the task is handed down to it here.
+        webhook_delivery.send_through(tasks.deliver_webhook_task)
 
         # spec 08 §5.4: uvicorn's access log keeps its own handler and format (a
         # LOGGING entry would replace them), so its filter is added here

@@ -19,44 +19,30 @@ position ceil(p/100 * n) of the ascending list, which equals PostgreSQL's
 ``percentile_disc``, so every backend computes it here, in Python, identically.
 ``compute`` is pure (rows and ``now`` in, records out); ``refresh`` is the job's
 database side and also rewrites the last three ``UsageHourly`` hours from the same
-single pass over the rows.
+single pass over the rows.  The counting rules both tables share (``AttemptRow``,
+``Tally``, nearest rank) are ``telemetry.attempt_counts``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
-if TYPE_CHECKING:
-    from telemetry.usage import UsagePlan
+from telemetry import usage
+from telemetry.attempt_counts import (
+    AttemptRow,
+    Tally,
+    count_changes,
+    percentile_or_none,
+)
+from telemetry.usage import UsagePlan
 
 WINDOW = timedelta(hours=24)
 MIN_COUNT = 10  # spec 06 §3.4: every statistic is null below ten of its inputs
 ALL_CONNECTIONS = "*"
-SUCCESS = "success"
-NOT_SAMPLES = frozenset({"cancelled", "client_error"})  # client-caused, spec 06 §3.4
-BAD_OUTPUT = frozenset({"empty_response", "stream_interrupted"})  # quality, spec 04
 FETCH_CHUNK_ROWS = 5000
-
-
-class AttemptRow(NamedTuple):
-    """The columns of one ``AttemptLog`` row that the statistics read."""
-
-    provider: str
-    model: str
-    connection: str
-    result: str
-    latency_ms: int | None
-    ttft_ms: int | None
-    stream: bool
-    started_at: datetime
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: Decimal | None = None
 
 
 #: ORM paths of ``AttemptRow``'s fields, in order (``stream`` is the request's)
@@ -74,48 +60,6 @@ def as_row(row: AttemptRow | Mapping[str, Any] | tuple[Any, ...]) -> AttemptRow:
     if isinstance(row, Mapping):
         return AttemptRow(**{k: row[k] for k in AttemptRow._fields if k in row})
     return AttemptRow._make(row)
-
-
-def nearest_rank(ordered: list[int], percent: int) -> int:
-    """The value at position ceil(percent/100 * n) of an ascending, non-empty list."""
-    position = -(-percent * len(ordered) // 100)  # integer ceil: no float rounding
-    return ordered[max(position, 1) - 1]
-
-
-def percentile_or_none(values: list[int], percent: int, minimum: int) -> int | None:
-    """Nearest rank of ``values`` (sorted here), or None below ``minimum`` values."""
-    if len(values) < max(minimum, 1):
-        return None
-    return nearest_rank(sorted(values), percent)
-
-
-@dataclass(slots=True)
-class Tally:
-    """The running counts of one group; fed row by row, so rows may be streamed."""
-
-    attempts: int = 0
-    samples: int = 0
-    failures: int = 0
-    successes: int = 0
-    bad_output: int = 0
-    latencies: list[int] = field(default_factory=list)
-    ttfts: list[int] = field(default_factory=list)
-
-    def add(self, row: AttemptRow) -> None:
-        self.attempts += 1
-        if row.result in NOT_SAMPLES:
-            return
-        self.samples += 1
-        if row.result != SUCCESS:
-            self.failures += 1
-            if row.result in BAD_OUTPUT:
-                self.bad_output += 1
-            return
-        self.successes += 1
-        if row.latency_ms is not None:
-            self.latencies.append(row.latency_ms)
-        if row.stream and row.ttft_ms is not None:
-            self.ttfts.append(row.ttft_ms)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,26 +206,6 @@ def plan(records: list[StatRecord]) -> StatPlan:
     )
 
 
-def count_changes(
-    records: Iterable[Any],
-    stored: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]],
-    value_fields: tuple[str, ...],
-) -> tuple[int, int, int, list[int]]:
-    """Records against the stored rows (``key -> (pk, values)``): how many are new,
-    changed and unchanged, and the primary keys of stored rows no record names."""
-    stored = dict(stored)
-    created = updated = unchanged = 0
-    for record in records:
-        old = stored.pop(record.key, None)
-        if old is None:
-            created += 1
-        elif old[1] == tuple(getattr(record, name) for name in value_fields):
-            unchanged += 1
-        else:
-            updated += 1
-    return created, updated, unchanged, [pk for pk, _ in stored.values()]
-
-
 def apply(stat_plan: StatPlan) -> None:
     """Replace the rows: upsert every record (the window moves on unchanged rows
     too) and delete the groups without samples; call inside a transaction."""
@@ -331,8 +255,6 @@ def refresh(now: datetime, *, dry_run: bool = False) -> RefreshResult:
     24 h statistics and the last three hours of usage; then both tables are
     rewritten in one transaction (nothing is written on a dry run)."""
     from django.db import transaction
-
-    from telemetry import usage
 
     stats = ReliabilityTally(now)
     hours_start, hours_end = usage.rewritten_hours(now)

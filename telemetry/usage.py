@@ -9,12 +9,13 @@ over the same attempts changes nothing (idempotent).
 Each row also records the run's clock (``computed_at``): the Overview dashboard reads
 an hour from these rows only once a run has rewritten it after the hour ended.
 
-Counting follows ``telemetry.reliability``: ``attempts`` are all rows, ``samples``
-leave out ``cancelled`` and ``client_error``, ``failures`` are non-success samples,
-percentiles are nearest-rank over the successes.  Unlike the 24 h statistics, an hour
-reports its percentiles from the first success on: these are descriptive figures for
-people, not routing inputs.  Tokens and cost sum every attempt (a failed attempt may
-still be billed upstream); ``cost_usd`` is null when no attempt had a known price.
+Counting follows ``telemetry.attempt_counts``, as the 24 h statistics do: ``attempts``
+are all rows, ``samples`` leave out ``cancelled`` and ``client_error``, ``failures``
+are non-success samples, percentiles are nearest-rank over the successes.  Unlike the
+24 h statistics, an hour reports its percentiles from the first success on: these are
+descriptive figures for people, not routing inputs.  Tokens and cost sum every
+attempt (a failed attempt may still be billed upstream); ``cost_usd`` is null when no
+attempt had a known price.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from telemetry.reliability import (
+from telemetry.attempt_counts import (
     AttemptRow,
     Tally,
     count_changes,

@@ -16,7 +16,9 @@
 
 The next try is scheduled by ``schedule()``: with ``REDIS_URL`` a Celery message
 (``countdown`` = the retry delay); otherwise the embedded worker below, which polls due
-rows about once a second, so a restart resumes whatever is still pending.
+rows about once a second, so a restart resumes whatever is still pending.  The Celery
+task (``telemetry.tasks.deliver_webhook_task``) is a wrapper over ``deliver``, so this
+module does not import it: the app's ``ready`` hands it over (``send_through``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import orjson
 from django.conf import settings
@@ -59,6 +62,26 @@ RETRYABLE_STATUSES = frozenset({408, 429})
 HTTP_SERVER_ERROR = 500
 HTTP_OK_RANGE = range(200, 300)
 ERROR_BODY_CHARS = 200
+
+
+class DeliveryTask(Protocol):
+    """The Celery task that makes one try (``telemetry.tasks``), as ``enqueue``
+    sends it."""
+
+    def apply_async(
+        self, args: tuple[int], *, countdown: float | None, retry: bool
+    ) -> object: ...
+
+
+class _Queue:
+    """The task ``enqueue`` sends, once the telemetry app is ready."""
+
+    task: DeliveryTask | None = None
+
+
+def send_through(task: DeliveryTask) -> None:
+    """Send the deliveries ``enqueue`` is given as messages of ``task``."""
+    _Queue.task = task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,14 +241,13 @@ def enqueue(delivery_ids: Sequence[int], *, countdown: float | None = None) -> i
     so the rest would only repeat it.  It is logged once and each delivery not sent
     is counted; their rows stay pending.
     """
-    from telemetry.tasks import deliver_webhook_task
-
+    task = _Queue.task
+    if task is None:
+        raise RuntimeError("webhook delivery: no Celery task (telemetry app not ready)")
     for sent, delivery_id in enumerate(delivery_ids):
         try:
             # No publish retries: the connection attempt already takes seconds.
-            deliver_webhook_task.apply_async(
-                (delivery_id,), countdown=countdown, retry=False
-            )
+            task.apply_async((delivery_id,), countdown=countdown, retry=False)
         except (BrokerError, OSError) as exc:
             lost = len(delivery_ids) - sent
             metrics.WEBHOOK_ENQUEUE_FAILURES.inc(lost)

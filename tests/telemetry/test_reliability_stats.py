@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from telemetry import reliability, usage
+from telemetry.attempt_counts import nearest_rank
 from telemetry.models import AttemptLog, ReliabilityStat, RequestLog, UsageHourly
-from telemetry.reliability import AttemptRow, compute, nearest_rank
+from telemetry.reliability import AttemptRow, compute
 
 NOW = datetime(2025, 6, 2, 12, 30, tzinfo=UTC)
 
