@@ -7,8 +7,8 @@ the strongly connected components of two or more modules (Tarjan's algorithm,
 iterative).  A component is a set of modules each of which reaches every other one
 through imports: a cycle, however it is hidden.
 
-Edges: ``import a.b`` goes to ``a.b``; ``from a.b import c`` to the module ``a.b.c``
-when there is one, else to ``a.b``; relative imports are resolved against the
+Edges: ``import a.b`` goes to ``a.b``; ``from a.b import c`` to ``a.b`` and, when
+there is one, to the module ``a.b.c``; relative imports are resolved against the
 importing module's package; a package is its ``__init__.py``, named like the package.
 Imports of modules outside the packages are ignored, and so are ``migrations``.
 """
@@ -98,10 +98,9 @@ def _targets(module: str, path: Path, modules: dict[str, Path]) -> Iterator[str]
             base = _base(module, is_package, node.level, node.module)
             if base is None:
                 continue
-            names = [
-                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                for alias in node.names
-            ]
+            # ``from a.b import c`` runs ``a.b`` (a package: its ``__init__``) and,
+            # when ``c`` is a module, ``a.b.c`` too
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
         for name in names:
             target = _known(name, modules)
             if target is not None:
