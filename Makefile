@@ -37,6 +37,7 @@ browser:
 test: $(VENV)/.installed browser
 	$(VENV)/bin/lint-imports
 	$(PY) -m ruff check .
+	$(VENV)/bin/mypy gateway providers combos telemetry omniroute_site
 	$(PY) -m pytest
 
 lint: $(VENV)/.installed

@@ -12,7 +12,8 @@ from typing import Any
 
 from gateway.auto.engine import routers as router_strategies
 from gateway.auto.engine.weights import FACTORS, MODE_PACKS, normalize_scoring_weights
-from gateway.kernel.types import STRATEGY_ALIASES, Strategy
+from gateway.planning import strategies
+from gateway.planning.strategies.traits import ConfigKey, Rule
 from providers.validation import (
     COMBO_NAME,
     MAX_COMBO_DEPTH,
@@ -22,38 +23,9 @@ from providers.validation import (
     ConfigIndex,
 )
 
-ORDERING = frozenset(
-    {
-        "priority",
-        "fill-first",
-        "weighted",
-        "round-robin",
-        "random",
-        "strict-random",
-        "p2c",
-        "least-used",
-        "cost-optimized",
-        "context-optimized",
-        "cache-optimized",
-        "reset-aware",
-        "reset-window",
-        "headroom",
-        "quota-weighted",
-        "lkgp",
-        "context-relay",
-    }
-)
-PIN_CAPABLE = frozenset(
-    {
-        "adaptive",
-        "weighted",
-        "round-robin",
-        "random",
-        "strict-random",
-        "p2c",
-        "least-used",
-    }
-)
+#: every ordering strategy, and every strategy whose sessions keep their target
+ORDERING = strategies.ORDERING
+PIN_CAPABLE = strategies.PIN_CAPABLE
 BUDGET_FALLBACKS = ("cheapest", "cheapest-viable", "soft", "strict", "block", "hard")
 COMBO_KEYS = frozenset({"name", "strategy", "active", "targets", "config"})
 TARGET_KEYS = frozenset({"model", "combo", "connection", "weight", "timeout_ms"})
@@ -77,52 +49,47 @@ AUTO_KEYS = frozenset(
     }
 )
 
-#: config key -> strategies that read it ("*ordering" = every ordering strategy)
-CONFIG_USERS: dict[str, frozenset[str]] = {
-    "connectionAwareExpansion": ORDERING,
-    "stickyRoundRobinLimit": frozenset({"round-robin"}),
-    "stickyWeightedLimit": frozenset({"weighted"}),
-    "fillFirstReservePercent": frozenset({"fill-first"}),
-    "tieBand": frozenset({"reset-aware"}),
-    "resetWindowTieBandMs": frozenset({"reset-window"}),
-    "handoffThreshold": frozenset({"context-relay"}),
-    "maxMessagesForSummary": frozenset({"context-relay"}),
-    "judgeModel": frozenset({"fusion"}),
-    "fusionTuning": frozenset({"fusion"}),
-    "stagePrompts": frozenset({"pipeline"}),
-    "agenticOrchestration": frozenset({"pipeline"}),
-    "auto": frozenset({"auto"}),
-    "routerStrategy": frozenset({"auto"}),
-    "objective": frozenset({"adaptive"}),
-    "sessionAffinity": PIN_CAPABLE,
-}
+#: config key -> strategies that read it (from every strategy's ``Traits``)
+CONFIG_USERS: dict[str, frozenset[str]] = strategies.config_users()
+#: every config key a strategy declares with a scalar rule, checked alike
+SCALAR_KEYS: tuple[ConfigKey, ...] = tuple(
+    {
+        key.name: key
+        for spec in strategies.SPECS.values()
+        for key in spec.traits.config_keys
+        if key.rule is not Rule.CUSTOM
+    }.values()
+)
 
 
 def canonical_strategy(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
-    lowered = value.strip().lower()
-    if lowered in STRATEGY_ALIASES:
-        return STRATEGY_ALIASES[lowered].value
-    try:
-        return Strategy(lowered).value
-    except ValueError:
-        return None
+    return strategies.canonical(value)
+
+
+def _check_key(config: dict[str, Any], key: ConfigKey, check: Checker) -> None:
+    if key.rule is Rule.BOOLEAN:
+        check.boolean(config, key.name, key.default)
+    elif key.rule is Rule.INTEGER:
+        low, high = key.low or 0, key.high or 0  # both set by ``traits.integer``
+        check.integer(config, key.name, int(low), int(high))
+    elif key.rule is Rule.NUMBER:
+        check.number(
+            config,
+            key.name,
+            key.low,
+            key.high,
+            exclusive_low=key.exclusive_low,
+            exclusive_high=key.exclusive_high,
+        )
+    elif key.rule is Rule.CHOICE:
+        check.choice(config, key.name, key.choices)
 
 
 def _check_scalar_config(config: dict[str, Any], check: Checker) -> None:
-    check.boolean(config, "connectionAwareExpansion", False)
-    check.integer(config, "stickyRoundRobinLimit", 1, 1000)
-    check.integer(config, "stickyWeightedLimit", 1, 1000)
-    check.number(config, "fillFirstReservePercent", 0, 50)
-    check.number(config, "tieBand", 0, 0.5)
-    check.integer(config, "resetWindowTieBandMs", 0, 3_600_000)
-    check.number(
-        config, "handoffThreshold", 0, 0.95, exclusive_low=True, exclusive_high=True
-    )
-    check.integer(config, "maxMessagesForSummary", 5, 100)
-    check.choice(config, "objective", ("latency", "cost", "balanced"))
-    check.boolean(config, "sessionAffinity", True)
+    for key in SCALAR_KEYS:
+        _check_key(config, key, check)
     check_router_strategy(config, "routerStrategy", check)
 
 

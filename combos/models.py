@@ -8,13 +8,13 @@ from typing import cast
 
 from django.db import models
 
-from gateway.kernel.types import Strategy as EngineStrategy
+from gateway.planning.strategies import SPECS
 
 
 class Combo(models.Model):
     # Functional Enum API; django-stubs only types TextChoices(value[, label]).
     Strategy = models.TextChoices(  # type: ignore[call-overload]
-        "Strategy", [(s.value, s.value) for s in EngineStrategy]
+        "Strategy", [(name, name) for name in SPECS]
     )
 
     name = models.CharField(max_length=64, unique=True)

@@ -20,10 +20,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gateway.dialects import REGISTRY
 from gateway.kernel.types import ModelInfo, PriceTier
-from providers.models import CatalogModel, Provider
+from providers.models import CatalogModel
 
-_KIND_SOURCES = frozenset({Provider.Kind.OPENAI, Provider.Kind.ANTHROPIC})
+#: the kinds whose models the models.dev catalog describes (their dialects say so)
+_KIND_SOURCES = frozenset(kind for kind, d in REGISTRY.items() if d.catalog)
 _DEPRECATED = "deprecated"
 
 

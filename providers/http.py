@@ -28,11 +28,11 @@ from importlib import metadata
 import httpx
 from django.conf import settings
 
+from gateway.dialects import REGISTRY
 from providers.mock_upstream import build_app
 from providers.upstream_client import UpstreamClient
 
 MOCK_ORIGIN = "http://omniroute-mock"
-MOCK_KIND = "mock"
 _clients: dict[int, UpstreamClient] = {}
 _mock_clients: dict[int, httpx.AsyncClient] = {}
 
@@ -80,7 +80,7 @@ def mock_client() -> httpx.AsyncClient:
 
 
 def client_for(kind: str) -> UpstreamClient | httpx.AsyncClient:
-    return mock_client() if kind == MOCK_KIND else upstream_client()
+    return mock_client() if REGISTRY[kind].in_process else upstream_client()
 
 
 async def close_upstream_clients() -> None:

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from django.db import models
 
+from gateway.dialects import REGISTRY
 from providers import crypto
+
+#: every provider kind, from its dialect (``gateway.dialects.REGISTRY``)
+KIND_CHOICES = [(kind, dialect.label) for kind, dialect in REGISTRY.items()]
 
 
 class Provider(models.Model):
-    class Kind(models.TextChoices):
-        OPENAI = "openai", "OpenAI-compatible"
-        ANTHROPIC = "anthropic", "Anthropic Messages"
-        MOCK = "mock", "Built-in mock (in-process)"
-
     slug = models.CharField(max_length=64, unique=True)
-    kind = models.CharField(max_length=16, choices=Kind.choices)
+    kind = models.CharField(max_length=16, choices=KIND_CHOICES)
     base_url = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.dialects import REGISTRY
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import compile_glob
-from gateway.kernel.types import ProviderKind
 
 COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -329,11 +329,9 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     slug = check.string(data, "slug", required=True, pattern=SLUG, max_len=64)
     if slug is not None and slug.lower() in RESERVED:
         check.error("slug", f"'{slug}' is reserved")
-    kind = check.choice(
-        data, "kind", tuple(k.value for k in ProviderKind), required=True
-    )
+    kind = check.choice(data, "kind", tuple(REGISTRY), required=True)
     base_url = check.string(data, "base_url", max_len=500)
-    if kind in ("openai", "anthropic"):
+    if kind is not None and REGISTRY[kind].needs_base_url:
         if not base_url:
             check.error("base_url", "is required for this kind")
         elif not re.match(r"^https?://[^\s/]+", base_url):

@@ -49,8 +49,9 @@ from gateway.kernel.chain import Slot
 from gateway.kernel.exchange import RequestError
 from gateway.kernel.ratelimits import quota_key
 from gateway.kernel.resolve import RouteKind
-from gateway.kernel.types import KeyPolicy, RoutingTable, Strategy, Target
+from gateway.kernel.types import KeyPolicy, RoutingTable, Target
 from gateway.planning.combo import connection_quota
+from gateway.planning.strategies import Family, traits
 from providers.health import board
 from providers.http import post_json
 from providers.live_window import window
@@ -69,7 +70,7 @@ def auto_route(slot: Slot) -> AutoRoute | None:
     if resolved.kind is RouteKind.AUTO and resolved.auto_id is not None:
         return AutoRoute(route_id=resolved.auto_id)
     combo = resolved.combo
-    if combo is not None and combo.strategy is Strategy.AUTO:
+    if combo is not None and traits(combo.strategy).family is Family.AUTO:
         return for_combo(combo)
     return None
 

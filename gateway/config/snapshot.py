@@ -23,6 +23,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
+from gateway.dialects import REGISTRY
 from gateway.kernel.globs import compile_glob
 from gateway.kernel.types import (
     ComboInfo,
@@ -33,10 +34,8 @@ from gateway.kernel.types import (
     MappingInfo,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
     SmartRouteInfo,
-    Strategy,
     WebhookTarget,
 )
 from gateway.kernel.types import GatewaySettings as SettingsInfo
@@ -139,11 +138,11 @@ def _providers() -> dict[str, ProviderInfo]:
         lower: dict[str, list[str]] = defaultdict(list)
         for model_id in catalog:
             lower[model_id.lower()].append(model_id)
-        kind = ProviderKind(provider.kind)
+        kind = provider.kind
         result[slug.lower()] = ProviderInfo(
             slug=slug,
             kind=kind,
-            base_url=MOCK_BASE_URL if kind is ProviderKind.MOCK else provider.base_url,
+            base_url=MOCK_BASE_URL if REGISTRY[kind].in_process else provider.base_url,
             connections=conns,
             models=MappingProxyType(catalog),
             models_lower=MappingProxyType({k: tuple(v) for k, v in lower.items()}),
@@ -168,7 +167,7 @@ def _combos() -> dict[str, ComboInfo]:
         combo.name.lower(): ComboInfo(
             id=combo.id,
             name=combo.name,
-            strategy=Strategy(combo.strategy),
+            strategy=combo.strategy,
             active=combo.active,
             targets=tuple(targets[combo.id]),
             config=MappingProxyType(dict(combo.config or {})),

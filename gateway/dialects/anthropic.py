@@ -53,6 +53,7 @@ from gateway.dialects.base import (
     endpoint_url,
 )
 from gateway.kernel.errors import UpstreamError
+from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -536,6 +537,12 @@ class AnthropicStreamTranslator:
 
 class AnthropicDialect:
     kind = "anthropic"
+    label = "Anthropic Messages"
+    needs_base_url = True
+    catalog = True
+    reasoning_effort = False
+    in_process = False
+    ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
 
     def build_request(
         self,

@@ -80,7 +80,27 @@ class BadUpstreamResponse(Exception):
 
 
 class Dialect(Protocol):
+    """One provider kind: how it is spoken to, and what it declares about itself.
+
+    The declarations are the only place a kind's facts live: the provider model's
+    choices, the validators, the catalog, the auto engine and the upstream client
+    read them from ``gateway.dialects.REGISTRY``.
+    """
+
+    #: the provider kind (``Provider.kind``)
     kind: str
+    #: the admin's name for the kind
+    label: str
+    #: a provider of this kind needs an http(s) ``base_url``
+    needs_base_url: bool
+    #: its models' prices and limits come from the models.dev catalog (spec 06 §3.2)
+    catalog: bool
+    #: passes OpenAI's ``reasoning_effort`` through (``X-OmniRoute-Effort``, 04 §5.3)
+    reasoning_effort: bool
+    #: served in-process, not over the network (the built-in ``mock`` kind)
+    in_process: bool
+    #: the response headers that carry its rate-limit readings (03 §8.5)
+    ratelimit_prefixes: tuple[str, ...]
 
     def build_request(
         self,

@@ -18,6 +18,7 @@ from gateway.dialects.base import (
     endpoint_url,
 )
 from gateway.kernel.errors import UpstreamError
+from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
 
 
@@ -67,6 +68,12 @@ class OpenAIStreamTranslator:
 
 class OpenAIDialect:
     kind = "openai"
+    label = "OpenAI-compatible"
+    needs_base_url = True
+    catalog = True
+    reasoning_effort = True
+    in_process = False
+    ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
 
     def build_request(
         self,
@@ -110,3 +117,13 @@ class OpenAIDialect:
 
     def parse_error(self, payload: Any, text: str) -> UpstreamError:
         return error_from_payload(payload, text)
+
+
+class MockDialect(OpenAIDialect):
+    """The built-in ``mock`` kind: the OpenAI dialect, answered in-process."""
+
+    kind = "mock"
+    label = "Built-in mock (in-process)"
+    needs_base_url = False
+    catalog = False
+    in_process = True

@@ -15,7 +15,7 @@ from gateway.kernel.chain import (
 from gateway.kernel.errors import Classification, FailureDetail, FailureReason
 from gateway.kernel.failover import Item, Terminal, should_continue, terminal
 from gateway.kernel.resolve import ModelNotFound, Resolved, RouteKind, resolve
-from gateway.kernel.types import RoutingTable, Strategy, Target
+from gateway.kernel.types import RoutingTable, Target
 
 __all__ = [
     "ChainError",
@@ -27,7 +27,6 @@ __all__ = [
     "Resolved",
     "RouteKind",
     "RoutingTable",
-    "Strategy",
     "Target",
     "Terminal",
     "UnknownAutoVariant",

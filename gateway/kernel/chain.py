@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from gateway.kernel.autoids import UnknownAutoVariant
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import matches
+from gateway.kernel.rendezvous import rendezvous_order
 from gateway.kernel.resolve import ModelNotFound, Resolved, RouteKind, resolve
 from gateway.kernel.types import (
     ComboInfo,
@@ -28,7 +29,6 @@ from gateway.kernel.types import (
     RoutingTable,
     Target,
 )
-from gateway.planning.strategies.fit import rendezvous_order
 
 MAX_COMBO_DEPTH = 3  # spec 03 §2.1
 ALL_REASONS: tuple[str, ...] = tuple(r.value for r in RETRYABLE_REASONS)

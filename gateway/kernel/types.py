@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -19,48 +18,6 @@ from gateway.kernel.globs import compile_glob
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 #: placeholder meaning "compile the glob from the pattern" (it never matches)
 _FROM_PATTERN: re.Pattern[str] = re.compile(r"(?!)")
-
-
-class Strategy(StrEnum):
-    """The 21 combo strategies (spec 03 §5, 04, 05 §3)."""
-
-    PRIORITY = "priority"
-    FILL_FIRST = "fill-first"
-    WEIGHTED = "weighted"
-    ROUND_ROBIN = "round-robin"
-    RANDOM = "random"
-    STRICT_RANDOM = "strict-random"
-    P2C = "p2c"
-    LEAST_USED = "least-used"
-    COST_OPTIMIZED = "cost-optimized"
-    CONTEXT_OPTIMIZED = "context-optimized"
-    CACHE_OPTIMIZED = "cache-optimized"
-    RESET_AWARE = "reset-aware"
-    RESET_WINDOW = "reset-window"
-    HEADROOM = "headroom"
-    QUOTA_WEIGHTED = "quota-weighted"
-    LKGP = "lkgp"
-    CONTEXT_RELAY = "context-relay"
-    AUTO = "auto"
-    ADAPTIVE = "adaptive"
-    FUSION = "fusion"
-    PIPELINE = "pipeline"
-
-
-#: Accepted on input, stored canonical (spec 03 §2.1).
-STRATEGY_ALIASES: Mapping[str, Strategy] = MappingProxyType(
-    {
-        "usage": Strategy.LEAST_USED,
-        "context": Strategy.CONTEXT_OPTIMIZED,
-        "failover": Strategy.PRIORITY,
-    }
-)
-
-
-class ProviderKind(StrEnum):
-    OPENAI = "openai"
-    ANTHROPIC = "anthropic"
-    MOCK = "mock"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,7 +74,8 @@ class ConnectionInfo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderInfo:
     slug: str
-    kind: ProviderKind
+    #: the provider kind: a key of ``gateway.dialects.REGISTRY``
+    kind: str
     base_url: str
     #: active connections only, ordered by priority, then name
     connections: tuple[ConnectionInfo, ...] = ()
@@ -151,7 +109,8 @@ class ComboTargetInfo:
 class ComboInfo:
     id: int
     name: str
-    strategy: Strategy
+    #: the canonical strategy name (``gateway.planning.strategies.SPECS``)
+    strategy: str
     active: bool = True
     targets: tuple[ComboTargetInfo, ...] = ()
     config: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)

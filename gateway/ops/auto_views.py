@@ -52,7 +52,8 @@ from gateway.kernel.chain import is_allowed
 from gateway.kernel.exchange import RequestError
 from gateway.kernel.globs import matches
 from gateway.kernel.resolve import Resolved, RouteKind
-from gateway.kernel.types import ComboInfo, KeyPolicy, RoutingTable, Strategy, Target
+from gateway.kernel.types import ComboInfo, KeyPolicy, RoutingTable, Target
+from gateway.planning.strategies import Family, traits
 from providers.health import board, connection_key
 
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9:_-]{1,64}$")
@@ -327,7 +328,7 @@ async def candidates_view(request: HttpRequest, channel: str) -> HttpResponse:  
         )
     shadow = shadowing_combo(table, route_id)
     route = AutoRoute(route_id=route_id)
-    if shadow is not None and shadow.strategy is Strategy.AUTO:
+    if shadow is not None and traits(shadow.strategy).family is Family.AUTO:
         route = for_combo(shadow)
     env = auto_glue.environment(table, key, route, now, None)
     if route.combo is None:

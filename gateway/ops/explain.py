@@ -324,7 +324,7 @@ def _state_of(combo: ComboInfo, records: dict[str, Any]) -> Any:
 
 
 def _strategy_summary(table: RoutingTable, combo: ComboInfo, state: Any) -> str:
-    name = combo.strategy.value
+    name = combo.strategy
     if name not in REGISTRY:
         return f"{name}, ordered as priority"
     if name != "round-robin":
@@ -355,7 +355,7 @@ def _combo_whys(
         elif label.startswith("combo:"):
             why += f", via {label}"
         if isinstance(target, CompositeUnit):
-            why += f", one {target.combo.strategy.value} unit (runs as a whole)"
+            why += f", one {target.combo.strategy} unit (runs as a whole)"
         whys.append(why)
     return whys
 
@@ -442,7 +442,7 @@ async def _slot_report(
         "resolved": slot.resolved.resolved_name,
         "strategy": decision.strategy
         if decision is not None
-        else (combo.strategy.value if combo is not None else None),
+        else (combo.strategy if combo is not None else None),
         "auto": decision.record() if decision is not None else None,
         "refusal": None
         if refusal is None

@@ -117,9 +117,9 @@ def omniroute(run: Run, target: Target) -> dict[str, Any]:
     if decision is not None:
         strategy = decision.strategy
     elif serving is not None:
-        strategy = serving.strategy.value
+        strategy = serving.strategy
     elif served_slot is not None and served_slot.resolved.combo is not None:
-        strategy = served_slot.resolved.combo.strategy.value
+        strategy = served_slot.resolved.combo.strategy
     run.rec.strategy = strategy  # the log row's (spec 06 §1.1)
     data: dict[str, Any] = {
         "requested_model": as_sent(first),
@@ -227,7 +227,7 @@ def _route_strategy(run: Run) -> str | None:
     if decision is not None:
         return decision.strategy
     combo = run.chain[0].resolved.combo
-    return combo.strategy.value if combo is not None else None
+    return combo.strategy if combo is not None else None
 
 
 def all_failed(run: Run) -> Failure:

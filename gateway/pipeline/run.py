@@ -162,7 +162,7 @@ class Run:
             body = apply_effort(
                 body,
                 header=effort,
-                provider_kind=target.provider.kind.value,
+                provider_kind=target.provider.kind,
                 capabilities=target.model.capabilities,
             )
         return body

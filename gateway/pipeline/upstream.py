@@ -17,6 +17,7 @@ translated into ``TransportFailure`` here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
@@ -116,14 +117,22 @@ class AttemptResult:
     partial_usage: Callable[[], dict[str, Any] | None] | None = None
 
 
-def _ratelimit(headers: Any) -> list[tuple[str, str]] | None:
-    """The ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` pairs, if any."""
+@functools.cache
+def _starts(prefixes: tuple[str, ...]) -> frozenset[bytes]:
+    return frozenset(p[:2].encode() for p in prefixes)
+
+
+def _ratelimit(dialect: Dialect, headers: Any) -> list[tuple[str, str]] | None:
+    """The rate-limit header pairs the dialect declares (``x-ratelimit-*``,
+    ``anthropic-ratelimit-*``), lower-case, if any."""
     found = None
+    prefixes = dialect.ratelimit_prefixes
+    starts = _starts(prefixes)
     for name, value in getattr(headers, "raw", ()):
-        if name[:2].lower() not in (b"x-", b"an"):
+        if name[:2].lower() not in starts:
             continue
         text = name.decode("latin-1").lower()
-        if text.startswith(("x-ratelimit-", "anthropic-ratelimit-")):
+        if text.startswith(prefixes):
             if found is None:
                 found = []
             found.append((text, value.decode("latin-1")))
@@ -155,7 +164,7 @@ def _fail_status(
     headers: Any,
 ) -> AttemptResult:
     result.http_status = status
-    result.ratelimit = _ratelimit(headers)
+    result.ratelimit = _ratelimit(dialect, headers)
     result.error = _error_of(dialect, body)
     result.failure = classify_status(status, result.error)
     retry_ms = headers.get("retry-after-ms")
@@ -214,7 +223,7 @@ def _finish_json(
         _fail_status(result, dialect, status, body, response.headers)
         return
     result.http_status = status
-    result.ratelimit = _ratelimit(response.headers)
+    result.ratelimit = _ratelimit(dialect, response.headers)
     try:
         completion = dialect.parse_completion(jsonload.loads(body), created=created)
     except (orjson.JSONDecodeError, BadUpstreamResponse) as exc:
@@ -265,7 +274,7 @@ async def _batches(
     ) as response:
         result.ttfb_s = time.perf_counter() - result.started
         result.http_status = response.status_code
-        result.ratelimit = _ratelimit(response.headers)
+        result.ratelimit = _ratelimit(dialect, response.headers)
         if not _is_success(response.status_code):
             body = await response.aread()
             raise UpstreamStatusError(response.status_code, body, response.headers)

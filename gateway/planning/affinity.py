@@ -18,6 +18,7 @@ from django.conf import settings
 from gateway.kernel import adaptive
 from gateway.kernel.failover import REQUEST_SKIPS
 from gateway.kernel.types import ComboInfo, PlannedUnit, RoutingTable, Target
+from gateway.planning.strategies import Family, traits
 from gateway.planning.strategies.base import Candidate
 from providers.health import board
 from providers.latency import latency
@@ -28,19 +29,6 @@ if TYPE_CHECKING:
     from gateway.planning.plan import ComboPlan, RequestFacts
 
 _rng = random.Random()
-
-#: strategies whose sessions keep their target (spec 05 §1.4)
-PIN_CAPABLE = frozenset(
-    {
-        "adaptive",
-        "weighted",
-        "round-robin",
-        "random",
-        "strict-random",
-        "p2c",
-        "least-used",
-    }
-)
 
 #: skip reasons of a cooling candidate (spec 05 §3.3: OPEN breaker, cooldown, auth
 #: disable, model lock); ``busy`` and the request-shaped misfits are not cooling
@@ -81,9 +69,10 @@ def pin_scopes(combo: ComboInfo, strategy: str, session: str | None) -> list[str
         return []
     affinity = combo.config.get("sessionAffinity", True) is not False
     scopes = []
-    if strategy in PIN_CAPABLE and affinity and len(combo.targets) >= 2:  # noqa: PLR2004
+    declared = traits(strategy)
+    if declared.pin_capable and affinity and len(combo.targets) >= 2:  # noqa: PLR2004
         scopes.append(f"combo:{combo.id}")
-    if strategy == "adaptive" and not affinity:
+    if declared.family is Family.ADAPTIVE and not affinity:
         scopes.append(f"warm:{combo.id}")
     return scopes
 
@@ -113,7 +102,7 @@ class SessionPlanning:
     ) -> list[PlannedUnit]:
         """Spec 05 §3: weighted P2C over peak-EWMA latency x in-flight, the whole
         order drawn now (each later pick over the remaining candidates)."""
-        scope, honored = self._target_pin(combo, "adaptive", survivors)
+        scope, honored = self._target_pin(combo, combo.strategy, survivors)
         if scope is not None:
             owners = _owners(survivors)
             for _, units in survivors:

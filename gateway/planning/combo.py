@@ -37,20 +37,19 @@ from gateway.kernel.types import (
     ConnectionInfo,
     PlannedUnit,
     RoutingTable,
-    Strategy,
     Target,
 )
 from gateway.planning.affinity import SessionPlanning
 from gateway.planning.plan import ComboPlan, RelayPlan, RequestFacts
 from gateway.planning.reads import (
-    COMPOSITE,
     MAX_DEPTH,
     BatchedReads,
     expands,
+    last_good_keys,
     strategy_record_key,
 )
 from gateway.planning.rotation import expanded_positions
-from gateway.planning.strategies import REGISTRY
+from gateway.planning.strategies import COMPOSITE, REGISTRY, Family, traits
 from gateway.planning.strategies.base import (
     Candidate,
     Ordering,
@@ -175,7 +174,7 @@ class _Planner(SessionPlanning, BatchedReads):
             )
             for c in conns
         ]
-        if expand and combo.strategy is not Strategy.FILL_FIRST:
+        if expand and not traits(combo.strategy).fills_first:
             # one candidate per connection, in connection order (§4.1)
             targets = connection_order(targets, self._affinity_key())
         groups = [[t] for t in targets] if (expand or pinned) else [targets]
@@ -200,7 +199,7 @@ class _Planner(SessionPlanning, BatchedReads):
                 else f"{model.key}@*"
             )
             share = (weight / len(targets)) if (expand and weight) else weight
-            if expand and weight is None and combo.strategy is Strategy.ADAPTIVE:
+            if expand and weight is None and self._family(combo) is Family.ADAPTIVE:
                 share = 1 / len(targets)  # spec 05 §3.1: the weight 1 split evenly
             snaps = [self._snapshot(t.key) for t in alive]
             conn_key = f"{provider.slug}@{connection.name}" if connection else ""
@@ -208,7 +207,7 @@ class _Planner(SessionPlanning, BatchedReads):
                 quota = connection_quota(
                     connection, conn_key, self.now, self._read(quota_key(conn_key))
                 )
-            elif combo.strategy is Strategy.FILL_FIRST:
+            elif traits(combo.strategy).fills_first:
                 quota = _target_quota([self._quota(t) for t in alive])
             else:
                 quota = Quota()
@@ -238,6 +237,10 @@ class _Planner(SessionPlanning, BatchedReads):
                 )
             )
         return result
+
+    @staticmethod
+    def _family(combo: ComboInfo) -> Family:
+        return traits(combo.strategy).family
 
     def _quota(self, target: Target) -> Quota:
         conn = f"{target.provider.slug}@{target.connection.name}"
@@ -310,21 +313,22 @@ class _Planner(SessionPlanning, BatchedReads):
     def order(self, combo: ComboInfo, depth: int = 1) -> list[PlannedUnit]:
         skips_before = len(self.plan.skips)
         survivors = self.candidates(combo, depth)
-        name = combo.strategy.value
-        if name == "adaptive":
+        name = combo.strategy
+        declared = traits(name)
+        if declared.family is Family.ADAPTIVE:
             return self._adaptive(combo, survivors, skips_before)
         if not survivors:
             return []
         strategy = REGISTRY.get(name, REGISTRY["priority"])
         state_key = strategy_record_key(name, combo, self.facts)
         state = self._read(state_key) if state_key else None
-        if name == "lkgp":
-            state = self._lkgp_state(combo)
+        if declared.reads_last_good:
+            state = self._last_good(combo)
         by_key = {candidate.key: targets for candidate, targets in survivors}
         scope, honored = self._target_pin(combo, name, survivors)
         configured = tuple(t.key for t in combo.targets)
         ordered_from = tuple(c for c, _ in survivors)
-        if name == "round-robin" and expands(self.table, combo):
+        if declared.rotates_expanded and expands(self.table, combo):
             # rotate over the expanded connections, not the configured targets
             configured, ordered_from = expanded_positions(
                 self.table, combo, ordered_from
@@ -357,7 +361,7 @@ class _Planner(SessionPlanning, BatchedReads):
         result = self._expand(ordering.order, by_key, combo)
         if state_key is not None:
             self._transitions(state_key, ordering, by_key, honored)
-        if name == "context-relay" and state_key is not None and self.facts.session_key:
+        if declared.relays and state_key is not None and self.facts.session_key:
             self._relay(combo, state_key, survivors, result)
         return self._pinned_first(result, scope, honored, survivors)
 
@@ -457,11 +461,13 @@ class _Planner(SessionPlanning, BatchedReads):
     def _rr_limit(self) -> int:
         return self.table.settings.sticky_round_robin_limit
 
-    def _lkgp_state(self, combo: ComboInfo) -> dict[str, Any]:
-        session = None
-        if self.facts.session_key:
-            session = self._read(f"lkgp:{combo.id}:{self.facts.session_key}")
-        return {"session": session, "combo": self._read(f"lkgp:{combo.id}")}
+    def _last_good(self, combo: ComboInfo) -> dict[str, Any]:
+        """lkgp's state: the session's record and the combo's (None when unset)."""
+        keys = last_good_keys(combo, self.facts.session_key)
+        return {
+            name: self._read(keys[name]) if name in keys else None
+            for name in ("session", "combo")
+        }
 
     def _remember(
         self,
@@ -493,7 +499,7 @@ class _Planner(SessionPlanning, BatchedReads):
         ordered: list[Target] = sorted(
             targets, key=lambda t: (t.connection.priority, t.connection.name)
         )
-        if combo.strategy is Strategy.FILL_FIRST:
+        if traits(combo.strategy).fills_first:
             # spec 03 §5.2: the same rule orders the connections inside a target
             reserve = fill_first_reserve(combo.config)
             drained = [

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.kernel.ratelimits import quota_key
-from gateway.kernel.types import ComboInfo, RoutingTable, Strategy
+from gateway.kernel.types import ComboInfo, RoutingTable
 from gateway.planning.affinity import pin_scopes
+from gateway.planning.strategies import COMPOSITE, Traits, traits
 from providers.health import board
 from providers.pins import pins
 from providers.target_stats import TargetSnapshot, stats
@@ -28,37 +29,21 @@ if TYPE_CHECKING:
     from gateway.planning.plan import RequestFacts
 
 MAX_DEPTH = 3  # spec 03 §2.1
-COMPOSITE = frozenset({Strategy.FUSION, Strategy.PIPELINE})
-ALWAYS_EXPAND = frozenset(
-    {
-        "reset-aware",
-        "reset-window",
-        "headroom",
-        "quota-weighted",
-        "cache-optimized",
-        "adaptive",
-    }
-)
-#: strategies that read target stats (spec 03 §8.7)
-STATS_STRATEGIES = frozenset({"p2c", "least-used", "quota-weighted"})
 
 
 def strategy_record_key(
     strategy: str, combo: ComboInfo, facts: RequestFacts
 ) -> str | None:
-    prefix = {
-        "round-robin": "rr",
-        "weighted": "wsticky",
-        "strict-random": "deck",
-        "reset-aware": "tie",
-        "reset-window": "tie",
-    }.get(strategy)
-    if prefix is not None:
-        return f"state:{prefix}:{combo.id}"
-    if strategy in ("quota-weighted", "context-relay") and facts.session_key:
-        name = "qpin" if strategy == "quota-weighted" else "relay"
-        return f"state:{name}:{combo.id}:{facts.session_key}"
-    return None
+    """The strategy's record (``Traits.record``) for this combo and request."""
+    return traits(strategy).record_key(combo.id, facts.session_key)
+
+
+def last_good_keys(combo: ComboInfo, session_key: str | None) -> dict[str, str]:
+    """The last-known-good records an lkgp combo reads as its state (§8.6)."""
+    keys = {"combo": f"lkgp:{combo.id}"}
+    if session_key:
+        keys["session"] = f"lkgp:{combo.id}:{session_key}"
+    return keys
 
 
 def expands(table: RoutingTable, combo: ComboInfo) -> bool:
@@ -69,7 +54,7 @@ def expands(table: RoutingTable, combo: ComboInfo) -> bool:
                 "connectionAwareExpansion", table.settings.connection_aware_expansion
             )
         )
-        or combo.strategy.value in ALWAYS_EXPAND
+        or traits(combo.strategy).expands
     )
 
 
@@ -121,16 +106,15 @@ class BatchedReads:
 
     def _collect(self, combo: ComboInfo, depth: int, wanted: _Wanted) -> None:
         """Mirror of ``order``/``candidates``: the keys they will read."""
-        name = combo.strategy.value
+        name = combo.strategy
+        declared = traits(name)
         session = self.facts.session_key
         state_key = strategy_record_key(name, combo, self.facts)
         if state_key is not None:
             wanted.keys[state_key] = None
-        if name == "lkgp":
-            wanted.keys[f"lkgp:{combo.id}"] = None
-            if session:
-                wanted.keys[f"lkgp:{combo.id}:{session}"] = None
-        if name == "context-relay" and session:
+        if declared.reads_last_good:
+            wanted.keys.update(dict.fromkeys(last_good_keys(combo, session).values()))
+        if declared.relays and session:
             wanted.keys[f"relay-summary:{combo.id}:{session}"] = None
         for scope in pin_scopes(combo, name, session):
             wanted.pins[(session or "", scope)] = None
@@ -138,7 +122,7 @@ class BatchedReads:
         for target in combo.targets:
             if target.ref is None:
                 self._collect_model(
-                    target.model or "", target.connection, name, expand, wanted
+                    target.model or "", target.connection, declared, expand, wanted
                 )
                 continue
             inner = self.table.combos.get(target.ref.lower())
@@ -154,7 +138,7 @@ class BatchedReads:
         self,
         model_key: str,
         pinned: str | None,
-        strategy: str,
+        strategy: Traits,
         expand: bool,
         wanted: _Wanted,
     ) -> None:
@@ -168,9 +152,9 @@ class BatchedReads:
                 model, connection
             ):
                 continue
-            if expand or pinned is not None or strategy == "fill-first":
+            if expand or pinned is not None or strategy.fills_first:
                 wanted.keys[quota_key(f"{provider.slug}@{connection.name}")] = None
-            if strategy in STATS_STRATEGIES:
+            if strategy.reads_stats:
                 wanted.stats[f"{model.key}@{connection.name}"] = None
 
     def _read(self, key: str) -> Any:

@@ -17,7 +17,7 @@ import types
 from collections.abc import Mapping
 
 from gateway.kernel.chain import Slot
-from gateway.kernel.types import ComboInfo, Strategy
+from gateway.kernel.types import ComboInfo
 from gateway.pipeline import report
 from gateway.pipeline.result import Result
 from gateway.pipeline.run import CompositeDone, Run
@@ -25,10 +25,10 @@ from gateway.slots import fusion, sequential, stages
 from gateway.slots.composite import Body, Composite, is_composite
 
 #: composite strategy -> how its combo runs as one unit
-COMPOSITES: Mapping[Strategy, Body] = types.MappingProxyType(
+COMPOSITES: Mapping[str, Body] = types.MappingProxyType(
     {
-        Strategy.FUSION: fusion.run,
-        Strategy.PIPELINE: stages.run,
+        "fusion": fusion.run,
+        "pipeline": stages.run,
     }
 )
 

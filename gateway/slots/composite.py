@@ -38,7 +38,6 @@ from gateway.kernel.types import (
     ComboTargetInfo,
     CompositeUnit,
     PlannedUnit,
-    Strategy,
     Target,
 )
 from gateway.pipeline import attempt, report
@@ -51,14 +50,13 @@ from gateway.pipeline.run import Run
 from gateway.pipeline.stream import StreamRelay
 from gateway.planning.combo import plan_combo
 from gateway.planning.plan import RequestFacts, request_facts
+from gateway.planning.strategies import COMPOSITE
 from providers.health import Skip
 from telemetry import metrics
 
-COMPOSITE_STRATEGIES = frozenset({Strategy.FUSION, Strategy.PIPELINE})
-
 
 def is_composite(combo: ComboInfo | None) -> bool:
-    return combo is not None and combo.strategy in COMPOSITE_STRATEGIES
+    return combo is not None and combo.strategy in COMPOSITE
 
 
 @dataclass(slots=True, kw_only=True)
@@ -127,7 +125,7 @@ class Composite:
     index: int
     combo: ComboInfo
     #: composite strategy -> how it runs (nested composites run by the same table)
-    bodies: Mapping[Strategy, Body]
+    bodies: Mapping[str, Body]
     started: float = field(default_factory=time.perf_counter)
     calls: int = 0
     skips: list[Item] = field(default_factory=list)
@@ -183,14 +181,14 @@ class Composite:
             inner = table.combos.get(declared.ref.lower())
             if inner is None or not inner.active:
                 return []
-            if inner.strategy in COMPOSITE_STRATEGIES:
+            if inner.strategy in COMPOSITE:
                 return [CompositeUnit(combo=inner, via=self.combo.name)]
             combo = inner
         else:
             combo = ComboInfo(
                 id=self.combo.id,
                 name=self.combo.name,
-                strategy=Strategy.PRIORITY,
+                strategy="priority",
                 targets=(declared,),
                 config={},
             )
@@ -434,14 +432,16 @@ class Composite:
         content = message.get("content")
         if not isinstance(content, str):
             content = final.text or ""
-        base = {
-            "id": completion.get("id") or f"chatcmpl-{run.rec.request_id.hex}",
+        chunk_id = str(completion.get("id") or f"chatcmpl-{run.rec.request_id.hex}")
+        created = completion.get("created") or int(final.call.started_wall)
+        base: dict[str, Any] = {
+            "id": chunk_id,
             "object": "chat.completion.chunk",
-            "created": completion.get("created") or int(final.call.started_wall),
+            "created": created,
             "model": target.model_key,
         }
         delta = {"role": "assistant", "content": content}
-        chunks = [
+        chunks: list[dict[str, Any]] = [
             {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
             {
                 **base,
@@ -460,8 +460,8 @@ class Composite:
             target=target,
             chunks=chunks,
             end=StreamEnd(
-                chunk_id=base["id"],
-                created=base["created"],
+                chunk_id=chunk_id,
+                created=int(created),
                 model=target.model_key,
                 report=omni,
                 usage=usage_of(contributors),

@@ -28,9 +28,7 @@ from gateway.kernel.types import (
     MappingInfo,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
-    Strategy,
 )
 
 ModelSpec = str | Mapping[str, Any]
@@ -76,7 +74,7 @@ def _provider(slug: str, spec: ProviderSpec) -> ProviderInfo:
         lower[model_id.lower()].append(model_id)
     return ProviderInfo(
         slug=slug,
-        kind=ProviderKind(options.get("kind", "openai")),
+        kind=options.get("kind", "openai"),
         base_url=f"https://{slug}.example/v1",
         connections=_connections(slug, options.get("connections", ("main",))),
         models=MappingProxyType(catalog),
@@ -102,7 +100,7 @@ def _combo(index: int, name: str, spec: ComboSpec) -> ComboInfo:
     return ComboInfo(
         id=index + 1,
         name=name,
-        strategy=Strategy(options.get("strategy", "priority")),
+        strategy=options.get("strategy", "priority"),
         active=options.get("active", True),
         targets=tuple(_target(t) for t in options.get("targets", ())),
     )

@@ -9,9 +9,9 @@ from types import MappingProxyType
 
 from gateway.dialects.base import endpoint_url
 from gateway.kernel.chain import connection_order, plan_targets
+from gateway.kernel.rendezvous import rendezvous_order
 from gateway.planning.combo import plan_combo
 from gateway.planning.plan import RequestFacts
-from gateway.planning.strategies import rendezvous_order
 from tests.engine.conftest import build_table
 
 NOW = 1_700_000_000.0

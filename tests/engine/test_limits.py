@@ -32,7 +32,7 @@ from gateway.kernel.limits import (
     window_admits,
 )
 from gateway.kernel.resolve import Resolved, RouteKind
-from gateway.kernel.types import ComboInfo, ComboTargetInfo, Strategy
+from gateway.kernel.types import ComboInfo, ComboTargetInfo
 
 BASE_MINUTE = 29_000_000  # an arbitrary minute since the epoch
 
@@ -243,7 +243,7 @@ def test_price_ceiling_includes_a_fusion_judge(make_table):
     fusion = ComboInfo(
         id=9,
         name="panel",
-        strategy=Strategy.FUSION,
+        strategy="fusion",
         targets=(ComboTargetInfo(model="pa/m1"),),
         config={"judgeModel": "pd/m4"},
     )

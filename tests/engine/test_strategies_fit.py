@@ -5,7 +5,8 @@ import hashlib
 
 import pytest
 
-from gateway.planning.strategies import REGISTRY, rendezvous_order
+from gateway.kernel.rendezvous import rendezvous_order
+from gateway.planning.strategies import REGISTRY
 from gateway.planning.strategies.fit import expected_cost_usd
 
 M1, M2, M3 = "pa/m1@main", "pb/m2@main", "pc/m3@main"

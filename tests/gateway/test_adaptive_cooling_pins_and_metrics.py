@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from gateway.kernel.adaptive import LatencyEstimator
-from gateway.kernel.types import RoutingTable, Strategy, Target
+from gateway.kernel.types import RoutingTable, Target
 from gateway.planning import affinity as combo_session
 from gateway.planning import combo as combo_plan
 from gateway.planning import reads as combo_reads
@@ -200,7 +200,7 @@ def test_e7_a_pinned_target_cooling_mid_request_releases_the_pin(
     attempt on B succeeds and the pin becomes B."""
     name = f"e7-{strategy}"
     table = _table(["pa/m1", "pb/m2"], name)
-    combo = dataclasses.replace(table.combos[name], strategy=Strategy(strategy))
+    combo = dataclasses.replace(table.combos[name], strategy=strategy)
     table = dataclasses.replace(table, combos=MappingProxyType({name: combo}))
     scope = f"combo:{combo.id}"
     store.set("S", scope, {"target": "pa/m1@main", "last_served_at": NOW}, 3600)

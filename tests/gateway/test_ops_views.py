@@ -93,12 +93,12 @@ def test_metrics_require_the_token_when_one_is_set(settings):
 
 def test_startup_warns_once_about_combos_named_like_models(caplog):
     from gateway.config.state import warn_shadowing_combos
-    from gateway.kernel.types import ComboInfo, RoutingTable, Strategy
+    from gateway.kernel.types import ComboInfo, RoutingTable
 
     table = RoutingTable(
         combos={
-            "m1": ComboInfo(id=1, name="m1", strategy=Strategy.PRIORITY),
-            "team": ComboInfo(id=2, name="team", strategy=Strategy.PRIORITY),
+            "m1": ComboInfo(id=1, name="m1", strategy="priority"),
+            "team": ComboInfo(id=2, name="team", strategy="priority"),
         },
         bare_models={"m1": (("pb", "m1"), ("pa", "m1"))},
     )

@@ -15,7 +15,6 @@ from gateway.kernel.types import (
     KeyPolicy,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     Target,
 )
 from gateway.pipeline.record import RunRecord
@@ -25,7 +24,7 @@ from gateway.slots.composite import Composite
 def _target(slug: str, model: str) -> Target:
     return Target(
         provider=ProviderInfo(
-            slug=slug, kind=ProviderKind("openai"), base_url="https://x.example/v1"
+            slug=slug, kind="openai", base_url="https://x.example/v1"
         ),
         model=ModelInfo(provider=slug, model_id=model, input_cost=1.0, output_cost=2.0),
         connection=ConnectionInfo(provider=slug, name="main"),
@@ -74,7 +73,7 @@ def test_no_priced_billable_attempt_leaves_the_cost_null():
     run = _run()
     unpriced = Target(
         provider=ProviderInfo(
-            slug="pc", kind=ProviderKind("openai"), base_url="https://x.example/v1"
+            slug="pc", kind="openai", base_url="https://x.example/v1"
         ),
         model=ModelInfo(provider="pc", model_id="m3"),
         connection=ConnectionInfo(provider="pc", name="main"),

@@ -15,7 +15,6 @@ from gateway.kernel.types import (
     KeyPolicy,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
 )
 
@@ -560,7 +559,7 @@ def _example_table():
     for slug, model_id in (("pa", "m1"), ("pb", "m2"), ("pc", "m3")):
         providers[slug] = ProviderInfo(
             slug=slug,
-            kind=ProviderKind.MOCK,
+            kind="mock",
             base_url="http://mock/v1",
             connections=(ConnectionInfo(provider=slug, name="main"),),
             models=MappingProxyType(

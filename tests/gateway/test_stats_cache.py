@@ -11,7 +11,7 @@ import pytest
 from gateway.auto import live as auto
 from gateway.auto.engine.decide import Stats
 from gateway.auto.stats import StatsCache, build_map, stats_of
-from gateway.kernel.types import ConnectionInfo, ModelInfo, ProviderInfo, ProviderKind
+from gateway.kernel.types import ConnectionInfo, ModelInfo, ProviderInfo
 from gateway.kernel.types import Target as EngineTarget
 from providers.live_window import LiveWindow
 from telemetry.models import ReliabilityStat
@@ -22,7 +22,7 @@ NOW = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 def target(connection: str = "main") -> EngineTarget:
     return EngineTarget(
         provider=ProviderInfo(
-            slug="openai", kind=ProviderKind.OPENAI, base_url="http://openai.test/v1"
+            slug="openai", kind="openai", base_url="http://openai.test/v1"
         ),
         model=ModelInfo(provider="openai", model_id="gpt-4o-mini"),
         connection=ConnectionInfo(provider="openai", name=connection),

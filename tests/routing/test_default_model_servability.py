@@ -12,7 +12,6 @@ from gateway.kernel.types import (
     ConnectionInfo,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
 )
 
@@ -22,7 +21,7 @@ def _table() -> RoutingTable:
     private = ModelInfo(provider="pa", model_id="foo", position=1, catalog_row=False)
     provider = ProviderInfo(
         slug="pa",
-        kind=ProviderKind("openai"),
+        kind="openai",
         base_url="https://pa.example/v1",
         connections=(
             ConnectionInfo(provider="pa", name="x", api_key="k1", default_model="foo"),
@@ -53,14 +52,14 @@ def test_a_direct_request_for_it_tries_that_connection_only():
 def test_a_combo_target_expands_to_that_connection_only():
     import dataclasses
 
-    from gateway.kernel.types import ComboInfo, ComboTargetInfo, Strategy
+    from gateway.kernel.types import ComboInfo, ComboTargetInfo
     from gateway.planning.combo import plan_combo
     from gateway.planning.plan import RequestFacts
 
     combo = ComboInfo(
         id=1,
         name="c",
-        strategy=Strategy("priority"),
+        strategy="priority",
         targets=(ComboTargetInfo(model="pa/foo"), ComboTargetInfo(model="pa/m1")),
     )
     table = dataclasses.replace(_table(), combos=MappingProxyType({"c": combo}))

@@ -23,9 +23,7 @@ from gateway.kernel.types import (
     KeyPolicy,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
-    Strategy,
     Target,
 )
 
@@ -41,7 +39,7 @@ def _provider(slug, model_id, conn, account_tier, **model_fields):
     model = ModelInfo(provider=slug, model_id=model_id, **model_fields)
     return ProviderInfo(
         slug=slug,
-        kind=ProviderKind.OPENAI,
+        kind="openai",
         base_url=f"http://{slug}.test/v1",
         connections=(
             ConnectionInfo(provider=slug, name=conn, api_key="sk-x", tier=account_tier),
@@ -321,7 +319,7 @@ async def test_persisted_auto_combo_uses_its_targets_and_config():
     combo = ComboInfo(
         id=7,
         name="my-auto",
-        strategy=Strategy.AUTO,
+        strategy="auto",
         targets=(
             ComboTargetInfo(model="openai/gpt-5-nano"),
             ComboTargetInfo(model="google/gemini-2.5-flash"),

@@ -11,9 +11,7 @@ from gateway.kernel.types import (
     ConnectionInfo,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
-    Strategy,
 )
 
 
@@ -26,7 +24,7 @@ def table() -> RoutingTable:
     }
     google = ProviderInfo(
         slug="google",
-        kind=ProviderKind.OPENAI,
+        kind="openai",
         base_url="http://google.test/v1",
         connections=(ConnectionInfo(provider="google", name="main", api_key="k"),),
         models=MappingProxyType(models),
@@ -44,7 +42,7 @@ def test_deprecated_models_are_left_out_of_a_persisted_auto_combo() -> None:
     combo = ComboInfo(
         id=1,
         name="mine",
-        strategy=Strategy.AUTO,
+        strategy="auto",
         targets=(
             ComboTargetInfo(model="google/gemini-2.0-flash"),
             ComboTargetInfo(model="google/gemini-2.5-pro"),

@@ -8,7 +8,7 @@ from gateway.auto.engine.budget import estimate_cost
 from gateway.auto.engine.scoring import price_class, rank, score_pool
 from gateway.auto.engine.types import RequestFeatures, Scored
 from gateway.auto.engine.weights import DEFAULT_WEIGHTS, FACTORS, MODE_PACKS
-from gateway.planning.strategies import rendezvous_order
+from gateway.kernel.rendezvous import rendezvous_order
 
 A, B, C = (
     "openai/gpt-5-nano@main",

@@ -31,7 +31,6 @@ from gateway.kernel.types import (
     KeyPolicy,
     ModelInfo,
     ProviderInfo,
-    ProviderKind,
     Target,
 )
 from gateway.pipeline.record import RunRecord
@@ -87,7 +86,7 @@ def dropped_total() -> float:
 def _target(slug: str, model: str, connection: str = "main") -> Target:
     return Target(
         provider=ProviderInfo(
-            slug=slug, kind=ProviderKind("openai"), base_url="https://x.example/v1"
+            slug=slug, kind="openai", base_url="https://x.example/v1"
         ),
         model=ModelInfo(provider=slug, model_id=model),
         connection=ConnectionInfo(provider=slug, name=connection),

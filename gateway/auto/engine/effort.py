@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.auto.engine.classify import message_text
+from gateway.dialects import REGISTRY
 
 __all__ = ["EFFORT_LEVELS", "apply_effort", "complexity_level", "effort_level"]
 
@@ -48,8 +49,9 @@ HIGH_MIN_USER_CHARS = 4_000
 EFFORT_HEADER_AUTO = "auto"
 #: any of these in the body is the client's own choice of reasoning effort
 CLIENT_EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")
-#: provider kinds that speak the OpenAI dialect (spec 04 §5.3: `mock` counts)
-OPENAI_DIALECT_KINDS = frozenset({"openai", "mock"})
+#: provider kinds whose dialect passes ``reasoning_effort`` through (spec 04 §5.3:
+#: the OpenAI dialect, ``mock`` included)
+OPENAI_DIALECT_KINDS = frozenset(k for k, d in REGISTRY.items() if d.reasoning_effort)
 
 
 def _current_turn(messages: object) -> Sequence[Any]:

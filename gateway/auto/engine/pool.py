@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gateway.dialects import REGISTRY
 from gateway.kernel.globs import matches
 from gateway.kernel.types import (
     ComboInfo,
     ConnectionInfo,
     KeyPolicy,
     ProviderInfo,
-    ProviderKind,
     RoutingTable,
     Target,
 )
@@ -91,7 +91,7 @@ def for_combo(combo: ComboInfo) -> AutoRoute:
 
 def usable(provider: ProviderInfo, connection: ConnectionInfo) -> bool:
     """Credentials resolve to a non-blank value; mock providers need none."""
-    if provider.kind is ProviderKind.MOCK:
+    if REGISTRY[provider.kind].in_process:
         return True
     return bool(connection.api_key and connection.api_key.strip())
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gateway.auto.engine.types import CandidateInput, RequestFeatures, Scored
 from gateway.auto.engine.weights import DEFAULT_WEIGHTS, FACTORS
-from gateway.planning.strategies import rendezvous_order
+from gateway.kernel.rendezvous import rendezvous_order
 
 # §3.1 input defaults
 UNKNOWN_COST_USD_PER_MTOK = 1.0

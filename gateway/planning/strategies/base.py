@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.kernel.types import ConnectionInfo, ModelInfo
+from gateway.planning.strategies.traits import Traits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +95,14 @@ class Ordering:
     on_failure: Callable[[Any, str], Any] | None = None
 
 
-class Strategy(Protocol):
+class Spec(Protocol):
+    """Any strategy: its canonical name and what it declares about itself."""
+
     name: str
+    traits: Traits
+
+
+class Strategy(Spec, Protocol):
+    """An ordering strategy."""
 
     def order(self, given: OrderInput) -> Ordering: ...

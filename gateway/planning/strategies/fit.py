@@ -16,11 +16,10 @@
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
-
+from gateway.kernel.rendezvous import rendezvous_score
 from gateway.planning.strategies.base import Candidate, Ordering, OrderInput
 from gateway.planning.strategies.inputs import sort_known_first
+from gateway.planning.strategies.traits import Traits
 
 DEFAULT_EXPECTED_OUTPUT_TOKENS = 256  # spec 03 §5.9
 TOKENS_PER_PRICE_UNIT = 1_000_000  # catalog prices are per million tokens
@@ -45,6 +44,7 @@ def expected_cost_usd(
 
 class CostOptimized:
     name = "cost-optimized"
+    traits = Traits()
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(
@@ -63,6 +63,7 @@ def _window(candidate: Candidate) -> int | None:
 
 class ContextOptimized:
     name = "context-optimized"
+    traits = Traits(aliases=("context",))
 
     def order(self, given: OrderInput) -> Ordering:
         need = given.r_in + (given.max_out or 0)
@@ -86,22 +87,9 @@ class ContextOptimized:
         return Ordering(order=(*fitted, *unknown, *too_small))
 
 
-def rendezvous_score(cache_key: str, key: str) -> int:
-    """First 8 bytes, big-endian unsigned, of SHA-256(K + "\\x00" + target key)."""
-    digest = hashlib.sha256(f"{cache_key}\x00{key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def rendezvous_order(cache_key: str, keys: Iterable[str]) -> list[str]:
-    """``keys`` by rendezvous score for ``cache_key``: descending, then key ascending.
-
-    Shared with connection ordering under ``promptcache_affinity`` (spec 03 §4.1).
-    """
-    return sorted(keys, key=lambda key: (-rendezvous_score(cache_key, key), key))
-
-
 class CacheOptimized:
     name = "cache-optimized"
+    traits = Traits(expands=True)
 
     def order(self, given: OrderInput) -> Ordering:
         cache_key = given.cache_key

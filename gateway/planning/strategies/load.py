@@ -15,6 +15,7 @@ import math
 
 from gateway.planning.strategies.base import Candidate, Ordering, OrderInput
 from gateway.planning.strategies.inputs import NOTHING, first_then
+from gateway.planning.strategies.traits import Traits
 
 P2C_MIN_OUTCOMES = 5  # spec 03 §5.7: fewer outcomes than this -> neutral success rate
 P2C_NEUTRAL_SUCCESS_RATE = 0.5
@@ -48,6 +49,7 @@ def p2c_score(candidate: Candidate) -> float:
 
 class PowerOfTwoChoices:
     name = "p2c"
+    traits = Traits(pin_capable=True, reads_stats=True)
 
     def order(self, given: OrderInput) -> Ordering:
         survivors = given.survivors
@@ -62,6 +64,7 @@ class PowerOfTwoChoices:
 
 class LeastUsed:
     name = "least-used"
+    traits = Traits(pin_capable=True, reads_stats=True, aliases=("usage",))
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:

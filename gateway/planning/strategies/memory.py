@@ -27,6 +27,7 @@ from gateway.planning.strategies.inputs import (
     str_or_none,
     target_parts,
 )
+from gateway.planning.strategies.traits import Traits, integer, number
 
 
 def _lkgp_record(state: Any) -> str | None:
@@ -71,6 +72,7 @@ def last_good_first(
 
 class LastKnownGood:
     name = "lkgp"
+    traits = Traits(reads_last_good=True)
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(
@@ -97,6 +99,17 @@ def _make_holder(_state: Any, served: str) -> str:
 
 class ContextRelay:
     name = "context-relay"
+    traits = Traits(
+        record="relay",
+        session_record=True,
+        relays=True,
+        config=(
+            number(
+                "handoffThreshold", 0, 0.95, exclusive_low=True, exclusive_high=True
+            ),
+            integer("maxMessagesForSummary", 5, 100),
+        ),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if given.session_key is None or not given.survivors:

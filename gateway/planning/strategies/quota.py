@@ -28,6 +28,7 @@ from gateway.planning.strategies.inputs import (
     remaining,
     resets_at,
 )
+from gateway.planning.strategies.traits import Traits, integer, number
 
 UNKNOWN_REMAINING = 0.5  # spec 03 §5.11, §5.13
 UNKNOWN_URGENCY = 0.5  # spec 03 §5.11
@@ -73,6 +74,7 @@ def _rotate_band(
 
 class ResetAware:
     name = "reset-aware"
+    traits = Traits(expands=True, record="tie", config=(number("tieBand", 0, 0.5),))
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:
@@ -94,6 +96,11 @@ class ResetAware:
 
 class ResetWindow:
     name = "reset-window"
+    traits = Traits(
+        expands=True,
+        record="tie",
+        config=(integer("resetWindowTieBandMs", 0, 3_600_000),),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:
@@ -127,6 +134,7 @@ def headroom(candidate: Candidate) -> float:
 
 class Headroom:
     name = "headroom"
+    traits = Traits(expands=True)
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(

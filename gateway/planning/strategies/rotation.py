@@ -21,6 +21,7 @@ from typing import Any
 
 from gateway.planning.strategies.base import Candidate, Ordering, OrderInput
 from gateway.planning.strategies.inputs import NOTHING, find
+from gateway.planning.strategies.traits import Traits, integer
 
 STICKY_ROUND_ROBIN_LIMIT = 3  # spec 03 §2.2 / §9 fallback when nothing is configured
 
@@ -82,6 +83,12 @@ def _count_success(
 
 class RoundRobin:
     name = "round-robin"
+    traits = Traits(
+        pin_capable=True,
+        record="rr",
+        rotates_expanded=True,
+        config=(integer("stickyRoundRobinLimit", 1, 1000),),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:

@@ -27,12 +27,14 @@ from gateway.planning.strategies.inputs import (
     remaining,
     str_or_none,
 )
+from gateway.planning.strategies.traits import Traits, number
 
 FILL_FIRST_RESERVE_PERCENT = 0.0  # spec 03 §2.2
 
 
 class Priority:
     name = "priority"
+    traits = Traits(aliases=("failover",))
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(order=given.survivors)
@@ -54,6 +56,9 @@ def is_drained(candidate: Candidate, reserve: float) -> bool:
 
 class FillFirst:
     name = "fill-first"
+    traits = Traits(
+        fills_first=True, config=(number("fillFirstReservePercent", 0, 50),)
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         reserve = fill_first_reserve(given.config)
@@ -64,6 +69,7 @@ class FillFirst:
 
 class Random:
     name = "random"
+    traits = Traits(pin_capable=True)
 
     def order(self, given: OrderInput) -> Ordering:
         shuffled = list(given.survivors)
@@ -109,6 +115,7 @@ def new_deck(keys: Sequence[str], last: str | None, rng: random.Random) -> list[
 
 class StrictRandom:
     name = "strict-random"
+    traits = Traits(pin_capable=True, record="deck")
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:

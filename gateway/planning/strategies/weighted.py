@@ -35,6 +35,7 @@ from gateway.planning.strategies.inputs import (
     remaining,
     str_or_none,
 )
+from gateway.planning.strategies.traits import Traits, integer
 
 STICKY_WEIGHTED_LIMIT = 1  # spec 03 §2.2: 1 = no stickiness
 QUOTA_FLOOR = 0.01  # spec 03 §5.14: an almost-empty connection keeps a small chance
@@ -97,6 +98,11 @@ def _clear_failed_pin(state: Any, failed: str) -> Any:
 
 class Weighted:
     name = "weighted"
+    traits = Traits(
+        pin_capable=True,
+        record="wsticky",
+        config=(integer("stickyWeightedLimit", 1, 1000),),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         survivors = given.survivors
@@ -139,6 +145,7 @@ def _pin_served(_state: Any, served: str) -> str:
 
 class QuotaWeighted:
     name = "quota-weighted"
+    traits = Traits(expands=True, reads_stats=True, record="qpin", session_record=True)
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:
