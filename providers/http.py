@@ -26,10 +26,12 @@ from dataclasses import dataclass
 from importlib import metadata
 
 import httpx
+import orjson
 from django.conf import settings
 
 from gateway.dialects import REGISTRY
 from providers.mock_upstream import build_app
+from providers.outbound import HTTPClient
 from providers.upstream_client import UpstreamClient
 
 MOCK_ORIGIN = "http://omniroute-mock"
@@ -79,7 +81,8 @@ def mock_client() -> httpx.AsyncClient:
     return client
 
 
-def client_for(kind: str) -> UpstreamClient | httpx.AsyncClient:
+def client_for(kind: str) -> HTTPClient:
+    """The client a provider kind is called with (``providers.outbound``)."""
     return mock_client() if REGISTRY[kind].in_process else upstream_client()
 
 
@@ -150,7 +153,7 @@ def sync_post(
         return SyncReply(error=f"{type(exc).__name__}: {exc}")
 
 
-_side_clients: dict[int, httpx.AsyncClient] = {}
+_side_clients: dict[int, HTTPClient] = {}
 SIDE_MAX_BYTES = 1024 * 1024
 
 
@@ -167,12 +170,17 @@ async def post_json(
             trust_env=False,
             headers={"User-Agent": user_agent()},
         )
+    sent = {
+        "content-type": "application/json",
+        "accept-encoding": "identity",
+        **headers,
+    }
     async with asyncio.timeout(timeout_s):
         async with client.stream(
-            "POST", url, json=dict(body), headers=dict(headers), timeout=timeout_s
+            "POST", url, content=orjson.dumps(dict(body)), headers=sent
         ) as response:
             data = b""
-            async for chunk in response.aiter_bytes():
+            async for chunk in response.aiter_raw():
                 data += chunk
                 if len(data) > SIDE_MAX_BYTES:
                     break

@@ -49,6 +49,7 @@ from gateway.kernel.sse import DONE, SSEDecoder
 from gateway.kernel.types import Target
 from gateway.pipeline.health import attempt_started
 from providers.http import client_for
+from providers.outbound import HTTPClient
 from providers.upstream_client import (
     UpstreamConnectError,
     UpstreamPoolTimeout,
@@ -57,8 +58,6 @@ from providers.upstream_client import (
 )
 from providers.upstream_client import UpstreamError as UpstreamTransportError
 from telemetry import metrics
-
-Client = Any  # UpstreamClient, or httpx.AsyncClient for the in-process mock kind
 
 _CONNECT_ERRORS = (
     httpx.ConnectError,
@@ -177,7 +176,7 @@ def _fail_status(
 
 
 async def call_json(
-    client: Client,
+    client: HTTPClient,
     dialect: Dialect,
     call: UpstreamCall,
     *,
@@ -260,7 +259,7 @@ def has_finish(chunk: dict[str, Any]) -> bool:
 
 
 async def _batches(
-    client: Client,
+    client: HTTPClient,
     dialect: Dialect,
     call: UpstreamCall,
     created: int,
@@ -390,7 +389,7 @@ class OpenStream:
 
 
 async def open_stream(
-    client: Client,
+    client: HTTPClient,
     dialect: Dialect,
     call: UpstreamCall,
     *,

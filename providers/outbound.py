@@ -1,0 +1,55 @@
+"""The outbound HTTP client contract: what every caller of an upstream is typed to.
+
+Two clients implement it: the lean HTTP/1.1 ``providers.upstream_client.UpstreamClient``
+(the request path, and the side calls such as Nadir's) and ``httpx.AsyncClient``
+(the in-process ``mock`` kind, mounted on its ASGI app).  ``providers.http`` builds
+and hands them out; nobody else constructs a client.
+
+The contract is the part of httpx's surface the gateway uses: ``stream()`` opens one
+request and yields the response at its headers; the body is read whole (``aread()``)
+or as it arrives (``aiter_raw()``, never decoded); leaving the context before the end
+closes the connection.  Redirects are never followed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+
+class ResponseHeaders(Protocol):
+    """Case-insensitive response headers, and the raw pairs as received."""
+
+    @property
+    def raw(self) -> Iterable[tuple[bytes, bytes]]: ...
+
+    def get(self, key: str, /) -> str | None: ...
+
+
+class Response(Protocol):
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> ResponseHeaders: ...
+
+    async def aread(self) -> bytes: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+
+class HTTPClient(Protocol):
+    @property
+    def is_closed(self) -> bool: ...
+
+    def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes = ...,
+        headers: Mapping[str, str] | None = ...,
+    ) -> AbstractAsyncContextManager[Response]: ...
+
+    async def aclose(self) -> None: ...
