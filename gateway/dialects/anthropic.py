@@ -55,6 +55,7 @@ from gateway.dialects.base import (
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
+from gateway.kernel.text import text_of
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients may omit it
@@ -75,19 +76,6 @@ _TOOL_CHOICES: dict[str, str] = {"auto": "auto", "required": "any", "none": "non
 
 
 # --- request --------------------------------------------------------------------
-
-
-def _text_of(content: Any) -> str:
-    """A string, or the joined texts of a list of content parts."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n\n".join(
-        str(part.get("text") or "")
-        for part in content
-        if isinstance(part, dict) and part.get("type") == "text"
-    )
 
 
 def _with_cache_control(block: JSON, part: JSON) -> JSON:
@@ -180,7 +168,7 @@ def _turn(message: JSON) -> tuple[str, list[JSON]] | None:
         result = {
             "type": "tool_result",
             "tool_use_id": str(message.get("tool_call_id") or ""),
-            "content": _text_of(message.get("content")),
+            "content": text_of(message.get("content"), "\n\n"),
         }
         return "user", [result]
     if role == "assistant":

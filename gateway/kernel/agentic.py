@@ -22,6 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.kernel.text import text_of
+
 MAX_TOOL_ROUNDS_DEFAULT = 8
 BUDGET_SPENT = (
     "The tool budget for this turn is spent. Do not call any tool; give the best "
@@ -85,22 +87,10 @@ def executor_body(body: Mapping[str, Any], instructions: str) -> dict[str, Any]:
     return with_system(body, EXECUTOR_PREFIX + instructions)
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            p.get("text", "")
-            for p in content
-            if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
 def _render(message: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     role = message.get("role")
     if role == "assistant" and message.get("tool_calls"):
-        lines = [_text(message.get("content"))] if message.get("content") else []
+        lines = [text_of(message.get("content"))] if message.get("content") else []
         for call in message["tool_calls"]:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
@@ -113,7 +103,7 @@ def _render(message: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
         name = names.get(str(message.get("tool_call_id")), "tool")
         return {
             "role": "user",
-            "content": f"[tool result {name}] {_text(message.get('content'))}",
+            "content": f"[tool result {name}] {text_of(message.get('content'))}",
         }
     return message
 

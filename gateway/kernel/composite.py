@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.kernel.text import text_of
+
 #: spec 03 §2.2 defaults of ``fusionTuning``
 MIN_PANEL_DEFAULT = 2
 STRAGGLER_GRACE_MS_DEFAULT = 8000
@@ -94,15 +96,9 @@ def answer_text(completion: Mapping[str, Any] | None) -> str | None:
     first = choices[0]
     message = first.get("message") if isinstance(first, Mapping) else None
     content = message.get("content") if isinstance(message, Mapping) else None
-    if isinstance(content, list):
-        parts = [
-            p["text"]
-            for p in content
-            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
-        ]
-        content = "\n".join(parts)
-    if not isinstance(content, str):
+    if not isinstance(content, str | list):
         return None
+    content = text_of(content)
     text = content.strip()
     return text or None
 

@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.kernel.text import text_of
+
 NON_TEXT_PARTS = frozenset({"image_url", "input_image", "input_audio", "file"})
 IMAGE_PARTS = frozenset({"image_url", "input_image"})
 TOKENS_PER_NON_TEXT_PART = 1000
@@ -84,20 +86,6 @@ CACHE_KEY_MAX_CHARS = 1024
 FINGERPRINT_HEX_CHARS = 32
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def cache_key(body: dict[str, Any]) -> str | None:
     """``K`` (spec 03 §3): ``prompt_cache_key``, else 32 hex of fingerprint ``F``."""
     sent = body.get("prompt_cache_key")
@@ -115,11 +103,11 @@ def cache_key(body: dict[str, Any]) -> str | None:
             "developer",
         ):
             break
-        system.append(_text(message.get("content")))
+        system.append(text_of(message.get("content")))
         index += 1
     user = next(
         (
-            _text(m.get("content"))
+            text_of(m.get("content"))
             for m in messages
             if isinstance(m, dict) and m.get("role") == "user"
         ),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gateway.kernel.text import text_of
+
 DEFAULT_THRESHOLD = 0.85
 DEFAULT_MAX_MESSAGES = 30
 SUMMARY_MAX_TOKENS = 1024
@@ -51,7 +53,7 @@ def summary_body(messages: Any, max_messages: int) -> dict[str, Any]:
     """A non-streaming request asking for the summary of the last messages."""
     recent = list(messages)[-max_messages:] if isinstance(messages, list) else []
     transcript = "\n\n".join(
-        f"[{m.get('role', 'user')}] {_text(m.get('content'))}"
+        f"[{m.get('role', 'user')}] {text_of(m.get('content'))}"
         for m in recent
         if isinstance(m, dict)
     )
@@ -63,18 +65,6 @@ def summary_body(messages: Any, max_messages: int) -> dict[str, Any]:
         "max_tokens": SUMMARY_MAX_TOKENS,
         "stream": False,
     }
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
-        )
-    return "" if content is None else str(content)
 
 
 def summary_ttl(now: float, resets_at: float | None) -> float:

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from gateway.kernel.text import message_text
+
 __all__ = [
     "CLASSIFIER_VERSION",
     "EFFORT_PHRASES",
@@ -245,24 +247,6 @@ class TierDecision:
 
 
 # --- classifier -----------------------------------------------------------------------
-
-
-def message_text(message: Any) -> str:
-    """``content`` if a string, else its ``text`` parts' texts joined by \\n."""
-    if not isinstance(message, Mapping):
-        return ""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        part["text"]
-        for part in content
-        if isinstance(part, Mapping)
-        and part.get("type") == "text"
-        and isinstance(part.get("text"), str)
-    )
 
 
 def _is_explicit(body: Mapping[str, Any]) -> bool:

@@ -48,6 +48,7 @@ from typing import Any
 import yaml
 
 from gateway.auto.engine.types import TASK_TYPES
+from gateway.kernel.text import message_text
 
 __all__ = [
     "MAX_CLASSIFIER_CHARS",
@@ -61,7 +62,6 @@ __all__ = [
 MAX_CLASSIFIER_CHARS = 20_000  # spec 04 §9.1: only the first 20 000 characters count
 DEFAULT_TASK = "default"
 _RULES_FILE = Path(__file__).with_name("task_keywords.yaml")
-_TEXT_PART_TYPES = frozenset({"text", "input_text"})
 
 _CURLY_QUOTES = str.maketrans(
     dict.fromkeys("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "'")
@@ -177,24 +177,6 @@ def _first_keyword_row(normalised: str) -> int:
             break
         best, pos = group_row[hit.lastindex or 0], hit.start() + 1
     return best
-
-
-def message_text(message: object) -> str:
-    """The text of one chat message: string content, or its text parts joined."""
-    if not isinstance(message, Mapping):
-        return ""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        part["text"]
-        for part in content
-        if isinstance(part, Mapping)
-        and part.get("type") in _TEXT_PART_TYPES
-        and isinstance(part.get("text"), str)
-    )
 
 
 def last_user_text(messages: object) -> str | None:

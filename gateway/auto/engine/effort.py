@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.auto.engine.classify import message_text
 from gateway.dialects import REGISTRY
+from gateway.kernel.text import message_text
 
 __all__ = ["EFFORT_LEVELS", "apply_effort", "complexity_level", "effort_level"]
 
