@@ -9,6 +9,7 @@ from typing import cast
 from django.db import models
 
 from gateway.planning.strategies import SPECS
+from providers.fields import RegistryChoiceField
 
 
 class Combo(models.Model):
@@ -19,7 +20,7 @@ class Combo(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     name_lower = models.CharField(max_length=64, unique=True, editable=False)
-    strategy = models.CharField(
+    strategy = RegistryChoiceField(
         max_length=32, choices=Strategy.choices, default="priority"
     )
     active = models.BooleanField(default=True)

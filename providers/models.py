@@ -6,6 +6,7 @@ from django.db import models
 
 from gateway.dialects import REGISTRY
 from providers import crypto
+from providers.fields import RegistryChoiceField
 
 #: every provider kind, from its dialect (``gateway.dialects.REGISTRY``)
 KIND_CHOICES = [(kind, dialect.label) for kind, dialect in REGISTRY.items()]
@@ -13,7 +14,7 @@ KIND_CHOICES = [(kind, dialect.label) for kind, dialect in REGISTRY.items()]
 
 class Provider(models.Model):
     slug = models.CharField(max_length=64, unique=True)
-    kind = models.CharField(max_length=16, choices=KIND_CHOICES)
+    kind = RegistryChoiceField(max_length=16, choices=KIND_CHOICES)
     base_url = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -13,6 +13,7 @@ Every way runs its calls on the attempt runner (``gateway.pipeline.attempt``).
 
 from __future__ import annotations
 
+import importlib
 import types
 from collections.abc import Mapping
 
@@ -21,15 +22,22 @@ from gateway.kernel.types import ComboInfo
 from gateway.pipeline import report
 from gateway.pipeline.result import Result
 from gateway.pipeline.run import CompositeDone, Run
-from gateway.slots import fusion, sequential, stages
+from gateway.planning.strategies import COMPOSITE, traits
+from gateway.slots import sequential
 from gateway.slots.composite import Body, Composite, is_composite
 
-#: composite strategy -> how its combo runs as one unit
+
+def _runner(strategy: str) -> Body:
+    module = traits(strategy).runner
+    assert module is not None, f"composite strategy {strategy!r} names no runner"
+    run: Body = importlib.import_module(module).run
+    return run
+
+
+#: composite strategy -> how its combo runs as one unit (the module its declaration
+#: names as ``runner``)
 COMPOSITES: Mapping[str, Body] = types.MappingProxyType(
-    {
-        "fusion": fusion.run,
-        "pipeline": stages.run,
-    }
+    {name: _runner(name) for name in sorted(COMPOSITE)}
 )
 
 

@@ -98,8 +98,11 @@ class Ordering:
 class Spec(Protocol):
     """Any strategy: its canonical name and what it declares about itself."""
 
-    name: str
-    traits: Traits
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def traits(self) -> Traits: ...
 
 
 class Strategy(Spec, Protocol):

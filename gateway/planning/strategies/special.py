@@ -1,44 +1,54 @@
-"""The four strategies that do not order survivors themselves (spec 03 §5, 04, 05 §3):
-their declarations, so that every reader of ``Traits`` sees all 21.
+"""The strategies that do not order survivors themselves (spec 03 §5, 04, 05 §3):
+declarations only, so that every reader of ``Traits`` sees all 21.
 
 * ``adaptive``: weighted power of two choices over live latency (05 §3), planned by
   the session-aware planner (``gateway.planning.affinity``);
 * ``auto``: the auto engine (``gateway.auto``) scores its pool;
-* ``fusion``, ``pipeline``: the combo runs as one unit (``gateway.slots``).
+* ``fusion``, ``pipeline``: composite strategies; the combo runs as one unit, by the
+  module its ``runner`` names (``gateway.slots``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gateway.planning.strategies.traits import Family, Traits, choice, custom
 
 
-class Adaptive:
-    name = "adaptive"
-    traits = Traits(
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """A strategy known by its declaration alone."""
+
+    name: str
+    traits: Traits
+
+
+ADAPTIVE = Declared(
+    "adaptive",
+    Traits(
         family=Family.ADAPTIVE,
         pin_capable=True,
         expands=True,
         config=(choice("objective", "latency", "cost", "balanced"),),
-    )
-
-
-class Auto:
-    name = "auto"
-    traits = Traits(
-        family=Family.AUTO, config=(custom("auto"), custom("routerStrategy"))
-    )
-
-
-class Fusion:
-    name = "fusion"
-    traits = Traits(
-        family=Family.COMPOSITE, config=(custom("judgeModel"), custom("fusionTuning"))
-    )
-
-
-class Pipeline:
-    name = "pipeline"
-    traits = Traits(
+    ),
+)
+AUTO = Declared(
+    "auto",
+    Traits(family=Family.AUTO, config=(custom("auto"), custom("routerStrategy"))),
+)
+FUSION = Declared(
+    "fusion",
+    Traits(
         family=Family.COMPOSITE,
+        runner="gateway.slots.fusion",
+        config=(custom("judgeModel"), custom("fusionTuning")),
+    ),
+)
+PIPELINE = Declared(
+    "pipeline",
+    Traits(
+        family=Family.COMPOSITE,
+        runner="gateway.slots.stages",
         config=(custom("stagePrompts"), custom("agenticOrchestration")),
-    )
+    ),
+)

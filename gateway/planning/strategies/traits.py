@@ -21,7 +21,8 @@ no list of strategy names of their own:
 * ``relays``: hands a session's context to the next target (context-relay, 03 §5.17);
 * ``reads_last_good``: its state is the combo's last-known-good records (03 §8.6);
 * ``aliases``: other names accepted on input, stored canonical (03 §2.1);
-* ``config``: the ``config`` keys it reads and the rule each value must meet.
+* ``config``: the ``config`` keys it reads and the rule each value must meet;
+* ``runner``: a composite strategy's module (its ``run(Composite)``, ``gateway.slots``).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ class Traits:
     relays: bool = False
     reads_last_good: bool = False
     aliases: tuple[str, ...] = ()
+    runner: str | None = None
     #: the keys this strategy reads beyond ``EXPANSION`` and ``SESSION_AFFINITY``,
     #: which its family and ``pin_capable`` imply
     config: tuple[ConfigKey, ...] = ()
