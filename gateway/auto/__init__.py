@@ -1,0 +1,2 @@
+"""The auto engine (spec 04): the pure engine (engine/) and its live lookups (live, the
+Arena and 24 h statistics caches)."""

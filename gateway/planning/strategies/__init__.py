@@ -36,7 +36,7 @@ from gateway.planning.strategies.memory import ContextRelay, LastKnownGood
 from gateway.planning.strategies.quota import Headroom, ResetAware, ResetWindow
 from gateway.planning.strategies.rotation import RoundRobin
 from gateway.planning.strategies.simple import FillFirst, Priority, Random, StrictRandom
-from gateway.planning.strategies.special import ADAPTIVE, AUTO, FUSION, PIPELINE
+from gateway.planning.strategies.special import DECLARED
 from gateway.planning.strategies.traits import Family, Traits
 from gateway.planning.strategies.weighted import QuotaWeighted, Weighted
 
@@ -61,9 +61,8 @@ _ORDERING: tuple[Strategy, ...] = (
 )
 
 #: every strategy (spec 03 §5, canonical name) -> its declaration
-_SPECIAL: tuple[Spec, ...] = (AUTO, ADAPTIVE, FUSION, PIPELINE)
 SPECS: Mapping[str, Spec] = MappingProxyType(
-    {s.name: s for s in (*_ORDERING, *_SPECIAL)}
+    {s.name: s for s in (*_ORDERING, *DECLARED)}
 )
 
 #: ordering strategy name -> its ordering

@@ -23,32 +23,36 @@ class Declared:
     traits: Traits
 
 
-ADAPTIVE = Declared(
-    "adaptive",
-    Traits(
-        family=Family.ADAPTIVE,
-        pin_capable=True,
-        expands=True,
-        config=(choice("objective", "latency", "cost", "balanced"),),
+#: the non-ordering strategies (spec 03 §5 order: auto, adaptive, fusion, pipeline);
+#: a composite strategy is one entry here and the module its ``runner`` names
+DECLARED: tuple[Declared, ...] = (
+    Declared(
+        "auto",
+        Traits(family=Family.AUTO, config=(custom("auto"), custom("routerStrategy"))),
     ),
-)
-AUTO = Declared(
-    "auto",
-    Traits(family=Family.AUTO, config=(custom("auto"), custom("routerStrategy"))),
-)
-FUSION = Declared(
-    "fusion",
-    Traits(
-        family=Family.COMPOSITE,
-        runner="gateway.slots.fusion",
-        config=(custom("judgeModel"), custom("fusionTuning")),
+    Declared(
+        "adaptive",
+        Traits(
+            family=Family.ADAPTIVE,
+            pin_capable=True,
+            expands=True,
+            config=(choice("objective", "latency", "cost", "balanced"),),
+        ),
     ),
-)
-PIPELINE = Declared(
-    "pipeline",
-    Traits(
-        family=Family.COMPOSITE,
-        runner="gateway.slots.stages",
-        config=(custom("stagePrompts"), custom("agenticOrchestration")),
+    Declared(
+        "fusion",
+        Traits(
+            family=Family.COMPOSITE,
+            runner="gateway.slots.fusion",
+            config=(custom("judgeModel"), custom("fusionTuning")),
+        ),
+    ),
+    Declared(
+        "pipeline",
+        Traits(
+            family=Family.COMPOSITE,
+            runner="gateway.slots.stages",
+            config=(custom("stagePrompts"), custom("agenticOrchestration")),
+        ),
     ),
 )
