@@ -256,7 +256,7 @@ def current() -> InFlight | None:
 
 def committed() -> None:
     """The running request has its reply: from now on a cut no longer cancels it
-    (only a stream's upstream reads stay interruptible, see ``StreamBody``)."""
+    (only a stream's upstream reads stay interruptible: ``gateway.pipeline.stream``)."""
     entry = _current.get()
     if entry is not None:
         entry.committed = True

@@ -8,8 +8,9 @@
 * ``mock_client()``: an ``httpx.AsyncClient`` mounted on the built-in ``mock`` provider
   kind's ASGI app, so the demo answers in-process with no network.
 * ``client_for(kind)``: the client a provider kind uses.
-* ``sync_client()``: for Celery jobs and the admin (30 s timeout, spec 06 §3.1).
-* ``sync_post()``: one POST with ``sync_client()`` whose transport errors become a
+* ``job_client()``: for scheduled jobs and webhook deliveries (30 s timeout, spec 06
+  §3.1), on the outbound contract (``providers.outbound``).
+* ``sync_post()``: one POST with ``job_client()`` whose transport errors become a
   ``SyncReply`` without a status (webhook deliveries, spec 02 §12.3).
 * ``sync_fetch()``: one GET of a scheduled job's source (spec 06 §3.1): redirects
   followed only to ``https``, the body capped, connection errors, 429 and 5xx retried
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 import orjson
@@ -31,7 +33,7 @@ from django.conf import settings
 
 from gateway.dialects import REGISTRY
 from providers.mock_upstream import build_app
-from providers.outbound import HTTPClient
+from providers.outbound import HTTPClient, Response
 from providers.upstream_client import UpstreamClient
 
 MOCK_ORIGIN = "http://omniroute-mock"
@@ -107,11 +109,13 @@ def user_agent() -> str:
     return f"OmniRoute/{version}"
 
 
-def sync_client(
-    *, timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None
-) -> httpx.Client:
-    """A client for Celery jobs and the admin; ``transport`` is for tests."""
-    return httpx.Client(
+def job_client(
+    *, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+) -> HTTPClient:
+    """The client of a scheduled job's fetch and a webhook delivery, on the outbound
+    contract (spec 06 §3.1, 02 §12.3): redirects never followed by the client, the
+    product's ``User-Agent``; ``transport`` is for tests."""
+    return httpx.AsyncClient(
         timeout=timeout_s,
         follow_redirects=False,
         trust_env=False,
@@ -137,20 +141,33 @@ def sync_post(
     timeout_s: float,
     max_head_bytes: int = 1024,
 ) -> SyncReply:
-    """POST ``content``; read at most ``max_head_bytes`` of the reply; no redirects."""
+    """POST ``content``; read at most ``max_head_bytes`` of the reply; no redirects.
+    Blocking: for the delivery threads and Celery tasks, never an event loop."""
+    return asyncio.run(_post(url, content, headers, timeout_s, max_head_bytes))
+
+
+async def _post(
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    max_head_bytes: int,
+) -> SyncReply:
+    client = job_client(timeout_s=timeout_s)
     try:
-        with (
-            sync_client(timeout_s=timeout_s) as client,
-            client.stream("POST", url, content=content, headers=headers) as response,
-        ):
+        async with client.stream(
+            "POST", url, content=content, headers=headers
+        ) as response:
             head = b""
-            for chunk in response.iter_bytes():
+            async for chunk in response.aiter_bytes():
                 head += chunk
                 if len(head) >= max_head_bytes:
                     break
             return SyncReply(status=response.status_code, head=head[:max_head_bytes])
     except (httpx.RequestError, httpx.InvalidURL) as exc:
         return SyncReply(error=f"{type(exc).__name__}: {exc}")
+    finally:
+        await client.aclose()
 
 
 _side_clients: dict[int, HTTPClient] = {}
@@ -210,74 +227,80 @@ def sync_fetch(
     timeout_s: float = 30.0,
     retry_delays_s: Sequence[float] = FETCH_RETRY_DELAYS_SECONDS,
     sleep: Callable[[float], None] | None = None,
-    transport: httpx.BaseTransport | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> bytes:
     """GET ``url`` and return at most ``max_bytes`` of body, or raise ``FetchError``.
 
     Connection errors, timeouts, 429 and 5xx are retried, one retry after each
     delay of ``retry_delays_s``; a redirect is followed only to an ``https`` URL; a
     body larger than ``max_bytes`` (announced or read) fails without reading on.
+    Blocking: for the scheduler's threads, Celery tasks and commands.
     """
     pause = sleep or time.sleep
-    with sync_client(timeout_s=timeout_s, transport=transport) as client:
-        retries = 0
-        while True:
-            try:
-                return _fetch_once(client, url, max_bytes)
-            except _Retryable:
-                if retries == len(retry_delays_s):
-                    raise
-                pause(retry_delays_s[retries])
-                retries += 1
-
-
-def _fetch_once(client: httpx.Client, url: str, max_bytes: int) -> bytes:
-    for _ in range(FETCH_MAX_REDIRECTS + 1):
+    retries = 0
+    while True:
         try:
-            with client.stream("GET", url) as response:
-                if response.status_code in _REDIRECTS:
-                    url = _redirect_target(response)
-                    continue
-                _check_status(response)
-                return _read_capped(response, max_bytes)
-        except httpx.UnsupportedProtocol as exc:
-            raise FetchError(f"GET {url}: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise _Retryable(f"GET {url}: {type(exc).__name__}: {exc}") from exc
-        except httpx.InvalidURL as exc:
-            raise FetchError(f"GET {url}: invalid URL: {exc}") from exc
-    raise FetchError(f"GET {url}: more than {FETCH_MAX_REDIRECTS} redirects")
+            return asyncio.run(_fetch_once(url, max_bytes, timeout_s, transport))
+        except _Retryable:
+            if retries == len(retry_delays_s):
+                raise
+            pause(retry_delays_s[retries])
+            retries += 1
 
 
-def _redirect_target(response: httpx.Response) -> str:
+async def _fetch_once(
+    url: str,
+    max_bytes: int,
+    timeout_s: float,
+    transport: httpx.AsyncBaseTransport | None,
+) -> bytes:
+    client = job_client(timeout_s=timeout_s, transport=transport)
+    try:
+        for _ in range(FETCH_MAX_REDIRECTS + 1):
+            try:
+                async with client.stream("GET", url) as response:
+                    status = response.status_code
+                    if status in _REDIRECTS:
+                        url = _redirect_target(url, response)
+                        continue
+                    _check_status(url, status)
+                    return await _read_capped(url, response, max_bytes)
+            except httpx.UnsupportedProtocol as exc:
+                raise FetchError(f"GET {url}: {exc}") from exc
+            except httpx.TransportError as exc:
+                raise _Retryable(f"GET {url}: {type(exc).__name__}: {exc}") from exc
+            except httpx.InvalidURL as exc:
+                raise FetchError(f"GET {url}: invalid URL: {exc}") from exc
+        raise FetchError(f"GET {url}: more than {FETCH_MAX_REDIRECTS} redirects")
+    finally:
+        await client.aclose()
+
+
+def _redirect_target(url: str, response: Response) -> str:
     location = response.headers.get("location")
     if not location:
-        raise FetchError(f"GET {response.url}: {response.status_code} without Location")
-    target = response.url.join(location)
-    if target.scheme != "https":
-        raise FetchError(
-            f"GET {response.url}: redirect to {target.scheme}:// refused (https only)"
-        )
-    return str(target)
+        raise FetchError(f"GET {url}: {response.status_code} without Location")
+    target = urljoin(url, location)
+    scheme = urlsplit(target).scheme
+    if scheme != "https":
+        raise FetchError(f"GET {url}: redirect to {scheme}:// refused (https only)")
+    return target
 
 
-def _check_status(response: httpx.Response) -> None:
-    status = response.status_code
+def _check_status(url: str, status: int) -> None:
     if status == _TOO_MANY_REQUESTS or status >= _SERVER_ERROR:
-        raise _Retryable(f"GET {response.url}: HTTP {status}")
+        raise _Retryable(f"GET {url}: HTTP {status}")
     if not _OK_FIRST <= status < _OK_END:
-        raise FetchError(f"GET {response.url}: HTTP {status}")
+        raise FetchError(f"GET {url}: HTTP {status}")
 
 
-def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
-    announced = response.headers.get("content-length", "")
+async def _read_capped(url: str, response: Response, max_bytes: int) -> bytes:
+    announced = response.headers.get("content-length") or ""
     if announced.isascii() and announced.isdigit() and int(announced) > max_bytes:
-        raise FetchError(
-            f"GET {response.url}: payload of {announced} bytes exceeds {max_bytes}"
-        )
+        raise FetchError(f"GET {url}: payload of {announced} bytes exceeds {max_bytes}")
     body = bytearray()
-    for chunk in response.iter_bytes():
+    async for chunk in response.aiter_bytes():
         body += chunk
         if len(body) > max_bytes:
-            raise FetchError(f"GET {response.url}: payload exceeds {max_bytes} bytes")
+            raise FetchError(f"GET {url}: payload exceeds {max_bytes} bytes")
     return bytes(body)

@@ -1,14 +1,15 @@
 """The outbound HTTP client contract: what every caller of an upstream is typed to.
 
-Two clients implement it: the lean HTTP/1.1 ``providers.upstream_client.UpstreamClient``
-(the request path, and the side calls such as Nadir's) and ``httpx.AsyncClient``
-(the in-process ``mock`` kind, mounted on its ASGI app).  ``providers.http`` builds
-and hands them out; nobody else constructs a client.
+``providers.http`` builds and hands them out; nobody else constructs a client.
 
 The contract is the part of httpx's surface the gateway uses: ``stream()`` opens one
 request and yields the response at its headers; the body is read whole (``aread()``)
-or as it arrives (``aiter_raw()``, never decoded); leaving the context before the end
-closes the connection.  Redirects are never followed.
+or as it arrives (``aiter_raw()`` never decoded, ``aiter_bytes()`` decoded); leaving
+the context before the end closes the connection.  Redirects are never followed.
+
+Three clients implement it: the lean HTTP/1.1 ``UpstreamClient`` (the request path),
+``httpx.AsyncClient`` for the in-process ``mock`` kind (mounted on its ASGI app) and
+for the side calls, scheduled-job fetches and webhook deliveries (``job_client``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Response(Protocol):
     async def aread(self) -> bytes: ...
 
     def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, decoded from a ``Content-Encoding`` the client
+        asked for (the lean client asks for none: the same bytes as ``aiter_raw``)."""
+        ...
 
 
 class HTTPClient(Protocol):

@@ -207,6 +207,10 @@ class UpstreamResponse:
         """The body as it arrives (de-chunked, not decoded)."""
         return _RawStream(self)
 
+    def aiter_bytes(self) -> _RawStream:
+        """The same as ``aiter_raw``: this client asks for no content encoding."""
+        return _RawStream(self)
+
     async def aclose(self) -> None:
         self.close()
 

@@ -10,7 +10,7 @@ Shutdown (spec 08 §4, ``gateway.drain``): while the process drains, a new reque
 503 ``shutting_down`` with ``Retry-After: 1`` (logged as refused once its key is
 known); a request being served is tracked, and the drain's cut, if it comes before
 the reply is decided, turns it into the same 503.  A committed stream is ended by
-``StreamBody`` with its final ``shutting_down`` chunk.
+``StreamRelay`` with its final ``shutting_down`` event.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from django.conf import settings
 
 from gateway import drain
 from gateway.config.state import tables
-from gateway.edge.auth import authenticate
+from gateway.edge.auth import authenticate_key
 from gateway.edge.persist import Persist
 from gateway.inbound import REGISTRY
 from gateway.inbound.base import (
@@ -108,10 +108,12 @@ def _declared_length(headers: dict[str, str]) -> int | None:
     return int(value) if value and value.isascii() and value.isdigit() else None
 
 
-def authenticate_request(ctx: ChatContext) -> KeyPolicy | Failure:
+def authenticate_request(wire: Wire, ctx: ChatContext) -> KeyPolicy | Failure:
     """The key, or the 401 (counted, never logged: spec 06 §1.1)."""
     try:
-        return authenticate(ctx.headers, ctx.table, ctx.received_at)
+        return authenticate_key(
+            wire.credential(ctx.headers), ctx.table, ctx.received_at
+        )
     except RequestError as exc:
         # no log row, but a client request all the same (06 §2: by status sent)
         metrics.bounded(metrics.REQUESTS, "unresolved", "none", str(exc.status)).inc()
@@ -191,7 +193,9 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     )
     if drain.is_draining():  # spec 08 §4 step 2: any new request, keyed or not
         try:
-            found = authenticate(ctx.headers, ctx.table, ctx.received_at)
+            found = authenticate_key(
+                wire.credential(ctx.headers), ctx.table, ctx.received_at
+            )
         except RequestError:
             await send_json(send, wire.error(shutting_down()))
             return
@@ -199,7 +203,7 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
         await persist.flush()
         await send_json(send, wire.error(failure))
         return
-    key = authenticate_request(ctx)
+    key = authenticate_request(wire, ctx)
     if isinstance(key, Failure):  # 401 before the body is even read
         await send_json(send, wire.error(key))
         return

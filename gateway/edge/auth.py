@@ -10,6 +10,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
+from gateway.inbound.base import bearer_or_api_key
 from gateway.kernel.exchange import RequestError
 from gateway.kernel.types import KeyPolicy, RoutingTable
 
@@ -18,20 +19,18 @@ def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def presented_key(headers: Mapping[str, str]) -> str | None:
-    authorization = headers.get("authorization")
-    if authorization:
-        scheme, _, value = authorization.partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            return value.strip()
-    header = headers.get("x-api-key")
-    return header.strip() if header and header.strip() else None
-
-
 def authenticate(
     headers: Mapping[str, str], table: RoutingTable, now: float
 ) -> KeyPolicy:
-    key = presented_key(headers)
+    """The key a request presents the usual ways (``Authorization: Bearer`` or
+    ``x-api-key``: the ops endpoints); raises ``RequestError`` 401."""
+    return authenticate_key(bearer_or_api_key(headers), table, now)
+
+
+def authenticate_key(key: str | None, table: RoutingTable, now: float) -> KeyPolicy:
+    """The policy of a presented key (its wire says where it arrives:
+    ``Wire.credential``); raises ``RequestError`` 401 for none, an unknown one, or a
+    disabled or expired one."""
     if key is None:
         raise RequestError(
             401,

@@ -8,7 +8,7 @@ everything between is wire-neutral (``gateway.pipeline``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,6 +54,10 @@ class Wire(Protocol):
     #: the request paths it serves (with and without a trailing slash)
     paths: frozenset[str]
 
+    def credential(self, headers: Mapping[str, str]) -> str | None:
+        """The API key the request presents, where this wire's clients put it."""
+        ...
+
     def parse(self, raw: bytes) -> ChatRequest:
         """The canonical request; raises ``RequestError`` naming the field."""
         ...
@@ -69,6 +73,19 @@ class Wire(Protocol):
     def error(self, failure: Failure) -> JSONReply:
         """The bytes of a refusal made before the pipeline (401, 413, 503...)."""
         ...
+
+
+def bearer_or_api_key(headers: Mapping[str, str]) -> str | None:
+    """``Authorization: Bearer <key>`` (OpenAI's SDKs), else ``x-api-key``
+    (Anthropic's): the OpenAI-shaped wires accept both, so one key works from
+    either SDK."""
+    authorization = headers.get("authorization")
+    if authorization:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+    header = headers.get("x-api-key")
+    return header.strip() if header and header.strip() else None
 
 
 async def serve(wire: Wire, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
@@ -132,6 +149,7 @@ __all__ = [
     "Reply",
     "StreamReply",
     "Wire",
+    "bearer_or_api_key",
     "error_body",
     "openai_error",
     "serve",

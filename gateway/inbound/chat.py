@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -26,6 +27,7 @@ from gateway.inbound.base import (
     JSONReply,
     Reply,
     StreamReply,
+    bearer_or_api_key,
     openai_error,
     sse_frame,
 )
@@ -372,6 +374,9 @@ class ChatWire:
     """``/v1/chat/completions``: OpenAI Chat Completions in and out."""
 
     paths = frozenset({"/v1/chat/completions", "/v1/chat/completions/"})
+
+    def credential(self, headers: Mapping[str, str]) -> str | None:
+        return bearer_or_api_key(headers)
 
     def parse(self, raw: bytes) -> ChatRequest:
         return parse_chat_request(raw)

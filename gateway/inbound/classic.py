@@ -9,9 +9,10 @@ Chat Completions wire's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from gateway.inbound.base import JSONReply, Reply, with_retry_after
+from gateway.inbound.base import JSONReply, Reply, bearer_or_api_key, with_retry_after
 from gateway.inbound.chat import WIRE as CHAT
 from gateway.inbound.chat import (
     json_reply,
@@ -25,6 +26,9 @@ from gateway.pipeline.result import Answer, Failure, Result
 
 class ClassicWire:
     paths = frozenset({"/chat/completions", "/chat/completions/"})
+
+    def credential(self, headers: Mapping[str, str]) -> str | None:
+        return bearer_or_api_key(headers)
 
     def parse(self, raw: bytes) -> ChatRequest:
         return parse_chat_request(raw)

@@ -23,13 +23,13 @@ recomputed (§3.5 step 4).  The caller owns eligibility (§3.1: active, below
 over the candidates not yet picked to list a whole attempt order (the first pick
 ``single`` or ``p2c``, every later one ``failover``).
 
-In the gateway the combo planner (``gateway.combo_session``) reads each eligible
+In the gateway the combo planner (``gateway.planning.affinity``) reads each eligible
 candidate's estimate and in-flight count once (``observe``) and draws the whole
 attempt order up front with ``plan_order``: a failure during the request does not
 reorder the picks after it.  It also calls ``all_cooling_choice`` when every
 eligible candidate cools, and ``pool_default`` for the
 ``omniroute_routing_latency_estimate_ms`` gauge.  The estimator is one per process
-(``providers.latency``), fed by every attempt (``gateway.health_glue``: ``started``,
+(``providers.latency``), fed by every attempt (``gateway.pipeline.health``: ``started``,
 ``finished``, ``sample``, ``error_sample``) and cleared per connection by "Reset
 health state" (``forget``).
 

@@ -17,11 +17,11 @@ nothing.  It builds a ``Demand`` (``E``, ``C``, the budget period; arithmetic in
    before the first admission (``SpentSeeds``).
 
 An admitted request carries a ``Ticket`` on ``RunRecord.limits``; the front door calls
-it once the request has ended, whatever the outcome (``handle_chat`` calls it itself
-when the request dies before a record was made).  It moves ``actual tokens − E`` into
-the admission minute's bucket, drops the reservation and adds ``RunRecord.cost`` to
-``spent``.  Calling it is synchronous and idempotent; the Redis round trip runs as a
-background task, after the response.
+it once the request has ended, whatever the outcome (``gateway.pipeline.handle`` calls
+it itself when the request dies before a record was made). It moves ``actual tokens −
+E`` into the admission minute's bucket, drops the reservation and adds
+``RunRecord.cost`` to ``spent``. Calling it is synchronous and idempotent; the Redis
+round trip runs as a background task, after the response.
 """
 
 from __future__ import annotations

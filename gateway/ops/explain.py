@@ -291,7 +291,8 @@ def _reachable(table: RoutingTable, name: str, depth: int = 1) -> set[str]:
 def _groups(
     table: RoutingTable, combo: ComboInfo, targets: list[PlannedUnit]
 ) -> list[str]:
-    """The strategy candidate each target came from (``combo_plan`` step 1)."""
+    """The strategy candidate each target came from (step 1 of
+    ``gateway.planning.combo``)."""
     expand = expands(table, combo)
     pinned = {
         (t.model.lower(), t.connection)

@@ -4,11 +4,12 @@ Before ordering anything, the planner walks the combo tree for every record it w
 read, mirroring ``_Planner.order``/``candidates``, and fetches them in at most two
 Redis round trips: session pins (one MGET, only with a session), then strategy
 records, quota readings and last-known-good records (MGET) pipelined with the shared
-target stats (only for ``p2c``, ``least-used`` and ``quota-weighted``).  A record the
+target stats (only for strategies whose ``Traits`` read them: ``p2c``,
+``least-used``, ``quota-weighted``).  A record the
 walk did not foresee is read on its own when planning asks for it.
 
-A mixin of ``gateway.planning.combo._Planner``, beside ``combo_session.SessionPlanning``
-(``combo_session.pin_scopes`` names the pins to read).  Health state is not read
+A mixin of ``gateway.planning.combo._Planner``, beside ``affinity.SessionPlanning``
+(``affinity.pin_scopes`` names the pins to read).  Health state is not read
 here: it comes from the local mirror.
 """
 

@@ -143,6 +143,7 @@ def test_a_request_without_a_key_counts_in_requests_total():
     from prometheus_client import REGISTRY
 
     from gateway.edge.asgi import authenticate_request
+    from gateway.inbound.chat import WIRE as CHAT
     from gateway.pipeline.context import ChatContext
     from gateway.pipeline.result import Failure
     from tests.engine.conftest import build_table
@@ -159,7 +160,7 @@ def test_a_request_without_a_key_counts_in_requests_total():
         table=build_table({"pa": ["m1"]}),
         record=lambda run: None,
     )
-    reply = authenticate_request(ctx)
+    reply = authenticate_request(CHAT, ctx)
     assert isinstance(reply, Failure)
     assert reply.status == 401
     assert count() == before + 1

@@ -85,7 +85,7 @@ def write(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture
 def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[str]]:
     """``serve(handler)``: every fetch goes to ``handler``; returns the URLs seen."""
-    original = http.sync_client
+    original = http.job_client
 
     def install(handler: Callable[[httpx.Request], httpx.Response]) -> list[str]:
         seen: list[str] = []
@@ -96,7 +96,7 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[str]]:
 
         monkeypatch.setattr(
             http,
-            "sync_client",
+            "job_client",
             lambda *, timeout_s=30.0, transport=None: original(
                 timeout_s=timeout_s, transport=httpx.MockTransport(record)
             ),

@@ -153,7 +153,7 @@ def test_an_announced_payload_over_the_cap_fails() -> None:
 def test_a_streamed_payload_over_the_cap_fails_without_reading_on() -> None:
     chunks_read: list[int] = []
 
-    def body():
+    async def body():  # the job client is async: so is the body it streams
         for _ in range(10):
             chunks_read.append(1)
             yield b"x" * 60
@@ -178,16 +178,16 @@ def test_jobs_fetch_uses_the_real_client_factory_with_the_spec_defaults(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: dict[str, object] = {}
-    original = http.sync_client
+    original = http.job_client
 
-    def client(*, timeout_s: float = 30.0, transport=None) -> httpx.Client:
+    def client(*, timeout_s: float = 30.0, transport=None) -> http.HTTPClient:
         seen["timeout_s"] = timeout_s
         return original(
             timeout_s=timeout_s,
             transport=httpx.MockTransport(lambda r: httpx.Response(200, content=b"{}")),
         )
 
-    monkeypatch.setattr(http, "sync_client", client)
+    monkeypatch.setattr(http, "job_client", client)
 
     assert jobs.fetch(URL) == b"{}"
     assert seen == {"timeout_s": 30.0}

@@ -433,7 +433,7 @@ def test_the_source_url_is_fetched_through_the_client_factory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[str] = []
-    original = http.sync_client
+    original = http.job_client
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(str(request.url))
@@ -441,7 +441,7 @@ def test_the_source_url_is_fetched_through_the_client_factory(
 
     monkeypatch.setattr(
         http,
-        "sync_client",
+        "job_client",
         lambda *, timeout_s=30.0, transport=None: original(
             timeout_s=timeout_s, transport=httpx.MockTransport(handler)
         ),
@@ -470,14 +470,14 @@ def test_the_configured_url_is_the_default_source(
 
 
 def test_an_unreachable_source_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = http.sync_client
+    original = http.job_client
 
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
     monkeypatch.setattr(
         http,
-        "sync_client",
+        "job_client",
         lambda *, timeout_s=30.0, transport=None: original(
             timeout_s=timeout_s, transport=httpx.MockTransport(refuse)
         ),

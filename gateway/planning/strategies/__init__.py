@@ -61,9 +61,8 @@ _ORDERING: tuple[Strategy, ...] = (
 )
 
 #: every strategy (spec 03 §5, canonical name) -> its declaration
-SPECS: Mapping[str, Spec] = MappingProxyType(
-    {s.name: s for s in (*_ORDERING, *DECLARED)}
-)
+_ALL: tuple[Spec, ...] = (*_ORDERING, *DECLARED)
+SPECS: Mapping[str, Spec] = MappingProxyType({s.name: s for s in _ALL})
 
 #: ordering strategy name -> its ordering
 REGISTRY: Mapping[str, Strategy] = MappingProxyType({s.name: s for s in _ORDERING})
