@@ -199,7 +199,8 @@ class _Planner(SessionPlanning, BatchedReads):
                 else f"{model.key}@*"
             )
             share = (weight / len(targets)) if (expand and weight) else weight
-            if expand and weight is None and self._family(combo) is Family.ADAPTIVE:
+            adaptive = traits(combo.strategy).family is Family.ADAPTIVE
+            if expand and weight is None and adaptive:
                 share = 1 / len(targets)  # spec 05 §3.1: the weight 1 split evenly
             snaps = [self._snapshot(t.key) for t in alive]
             conn_key = f"{provider.slug}@{connection.name}" if connection else ""
@@ -237,10 +238,6 @@ class _Planner(SessionPlanning, BatchedReads):
                 )
             )
         return result
-
-    @staticmethod
-    def _family(combo: ComboInfo) -> Family:
-        return traits(combo.strategy).family
 
     def _quota(self, target: Target) -> Quota:
         conn = f"{target.provider.slug}@{target.connection.name}"
