@@ -100,13 +100,18 @@ async def close_upstream_clients() -> None:
 
 
 @functools.cache
+def product_version() -> str:
+    """The installed version of the product ("0" when not installed)."""
+    try:
+        return metadata.version("omniroute")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+@functools.cache
 def user_agent() -> str:
     """``OmniRoute/<installed version>`` (spec 06 §3.1)."""
-    try:
-        version = metadata.version("omniroute")
-    except metadata.PackageNotFoundError:
-        version = "0"
-    return f"OmniRoute/{version}"
+    return f"OmniRoute/{product_version()}"
 
 
 def job_client(

@@ -319,40 +319,153 @@ def model_sent(raw: bytes) -> str:
 # --- result -> bytes ----------------------------------------------------------------
 
 
-class ChatStream:
-    """The SSE encoding of a committed stream for one request."""
+_CHUNK_FIELDS = ("id", "object", "created", "model")
 
-    __slots__ = ("include_usage",)
+
+def _finishes(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in choices
+    )
+
+
+class ChatStream:
+    """The SSE encoding of a committed stream for one request (spec 01, 09 §7).
+
+    A naive client reads ``chunk.choices[0]`` on every chunk, so the report rides on
+    the chunk that carries the final ``finish_reason``, held until the stream ends;
+    with ``stream_options.include_usage`` it rides on the usage chunk (``choices:
+    []``) instead, as OpenAI sends usage, and the usage-only chunk reaches only a
+    client that asked for it.  A tool call whose arguments never came gets ``"{}"``
+    before the finish.  A stream that ends badly ends with one choice whose
+    ``finish_reason`` is ``"error"``, the ``error`` object and the report.
+    """
+
+    __slots__ = ("args", "held", "include_usage")
 
     def __init__(self, include_usage: bool) -> None:
         self.include_usage = include_usage
+        #: the chunk the report will ride on (the finish chunk, or the usage chunk)
+        self.held: dict[str, Any] | None = None
+        #: (choice index, tool call index) -> whether arguments arrived
+        self.args: dict[tuple[int, int], bool] = {}
 
     def chunks(self, chunks: list[dict[str, Any]]) -> bytes:
-        frames = []
+        frames: list[bytes] = []
         for chunk in chunks:
-            if not self.include_usage and "usage" in chunk:
+            if "usage" in chunk:
                 if not chunk.get("choices") and chunk["usage"] is not None:
-                    continue  # the usage-only chunk the client did not ask for
-                del chunk["usage"]  # also when an upstream puts it on a content chunk
+                    if self.include_usage:  # the report rides on the usage chunk
+                        self._hold(chunk, frames)
+                    continue  # (or: the usage-only chunk the client did not ask for)
+                if not self.include_usage:
+                    del chunk["usage"]  # also when an upstream puts it on content
+            if self.args or _has_tool_calls(chunk):
+                self._track(chunk)
+            if _finishes(chunk):
+                frames += self._no_arguments(chunk)
+                if not self.include_usage:
+                    self._hold(chunk, frames)
+                    continue
             frames.append(sse_frame(chunk))
         return frames[0] if len(frames) == 1 else b"".join(frames)
 
+    def _hold(self, chunk: dict[str, Any], frames: list[bytes]) -> None:
+        if self.held is not None:  # an earlier choice's finish: it goes out now
+            frames.append(sse_frame(self.held))
+        self.held = chunk
+
+    def _track(self, chunk: dict[str, Any]) -> None:
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            for call in calls if isinstance(calls, list) else ():
+                if not isinstance(call, dict):
+                    continue
+                key = (choice.get("index", 0), call.get("index", 0))
+                function = call.get("function")
+                sent = isinstance(function, dict) and bool(function.get("arguments"))
+                self.args[key] = self.args.get(key, False) or sent
+
+    def _no_arguments(self, finish: dict[str, Any]) -> list[bytes]:
+        """``"{}"`` for every tool call of a finishing choice whose arguments never
+        came (spec 09 §7: a tool call without arguments says ``"{}"``)."""
+        finishing = {
+            c.get("index", 0)
+            for c in finish.get("choices") or ()
+            if isinstance(c, dict) and c.get("finish_reason")
+        }
+        missing = [k for k, sent in self.args.items() if not sent and k[0] in finishing]
+        if not missing:
+            return []
+        base = {
+            k: finish[k] for k in ("id", "object", "created", "model") if k in finish
+        }
+        frames = []
+        for choice, call in missing:
+            self.args[(choice, call)] = True
+            delta = {"tool_calls": [{"index": call, "function": {"arguments": "{}"}}]}
+            frames.append(
+                sse_frame(
+                    {
+                        **base,
+                        "choices": [
+                            {"index": choice, "delta": delta, "finish_reason": None}
+                        ],
+                    }
+                )
+            )
+        return frames
+
     def end(self, end: StreamEnd) -> bytes:
-        tail: dict[str, Any] = {
+        base: dict[str, Any] = {
             "id": end.chunk_id,
             "object": "chat.completion.chunk",
             "created": end.created,
             "model": end.model,
-            "choices": [],
         }
         if end.error is not None:
-            tail["error"] = end.error
-        tail["omniroute"] = end.report
-        if self.include_usage and end.usage is not None:
-            # the usage again on the last chunk: clients that keep the last chunk's
-            # usage (the openai SDK's stream helper) still see it
-            tail["usage"] = end.usage
-        return sse_frame(tail) + DONE_FRAME
+            frames = [] if self.held is None else [sse_frame(self.held)]
+            last = {
+                **base,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}],
+                "error": end.error,
+                "omniroute": end.report,
+            }
+            if self.include_usage and end.usage is not None:
+                last["usage"] = end.usage
+            return b"".join([*frames, sse_frame(last)]) + DONE_FRAME
+        if self.include_usage:
+            last = self.held or {**base, "choices": []}
+            if end.usage is not None:
+                last["usage"] = end.usage  # the whole answer's (a composite sums it)
+        else:
+            last = self.held or {
+                **base,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+        last["omniroute"] = end.report
+        return sse_frame(last) + DONE_FRAME
+
+
+def no_empty_arguments(completion: dict[str, Any]) -> dict[str, Any]:
+    """A completion whose tool calls without arguments say ``"{}"`` (09 §7)."""
+    for choice in completion.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and not function.get("arguments"):
+                function["arguments"] = "{}"
+    return completion
+
+
+def _has_tool_calls(chunk: dict[str, Any]) -> bool:
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and delta.get("tool_calls"):
+            return True
+    return False
 
 
 def stream_reply(streamed: Streamed) -> StreamReply:
@@ -385,7 +498,7 @@ class ChatWire:
         return model_sent(raw)
 
     def answer(self, answer: Answer) -> JSONReply:
-        payload = {**answer.completion, "omniroute": answer.report}
+        payload = {**no_empty_arguments(answer.completion), "omniroute": answer.report}
         return json_reply(answer.status, payload, answer.headers)
 
     def error(self, failure: Failure) -> JSONReply:

@@ -17,6 +17,7 @@ from gateway.inbound.chat import WIRE as CHAT
 from gateway.inbound.chat import (
     json_reply,
     model_sent,
+    no_empty_arguments,
     parse_chat_request,
     stream_reply,
 )
@@ -51,7 +52,7 @@ class ClassicWire:
         if isinstance(result, Answer):
             payload = {
                 "success": True,
-                "data": result.completion,
+                "data": no_empty_arguments(result.completion),
                 "metadata": result.report,
             }
             return json_reply(result.status, payload, result.headers)

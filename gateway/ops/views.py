@@ -28,6 +28,7 @@ from gateway.kernel.exchange import RequestError
 from gateway.kernel.globs import matches
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.ops.auto_views import model_entries
+from providers.http import product_version
 from providers.models import JobRun
 from telemetry import metrics
 
@@ -100,6 +101,22 @@ async def models_view(request: HttpRequest) -> HttpResponse:
         return _error(exc)
     data = {"object": "list", "data": model_list(table, key)}
     return HttpResponse(orjson.dumps(data), content_type="application/json")
+
+
+async def service_view(request: HttpRequest) -> HttpResponse:
+    """``GET /`` and ``HEAD /`` (spec 09 §1): clients probe the base URL."""
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse(
+            error_body(
+                message="Use GET or HEAD",
+                error_type="invalid_request_error",
+                code="method_not_allowed",
+            ),
+            status=405,
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
+    return JsonResponse({"service": "omniroute", "version": product_version()})
 
 
 async def healthz(request: HttpRequest) -> HttpResponse:

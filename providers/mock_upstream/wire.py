@@ -132,7 +132,10 @@ def _event(name: str, data: Mapping[str, Any]) -> bytes:
 
 def _anthropic_tool_use(index: int, tool: Mapping[str, Any], arguments: Any) -> bytes:
     block = {"type": "tool_use", "id": f"toolu_mock_{index}", "name": tool.get("name")}
-    delta = {"type": "input_json_delta", "partial_json": _arguments_text(arguments)}
+    text = _arguments_text(arguments)
+    # as Anthropic streams a tool call without input: one empty partial_json
+    partial = "" if text == "{}" else text
+    delta = {"type": "input_json_delta", "partial_json": partial}
     return (
         _event(
             "content_block_start",

@@ -147,3 +147,22 @@ def test_metrics_aggregate_worker_files_in_multiprocess_mode(monkeypatch, tmp_pa
     assert views._exposition() == b""  # no worker has written a file yet
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     assert b"omniroute_requests_total" in views._exposition()
+
+
+def test_the_base_url_answers_with_the_service_and_its_version():
+    from providers.http import product_version
+
+    got = Client().get("/")
+    head = Client().head("/")
+
+    assert got.status_code == 200
+    assert got.json() == {"service": "omniroute", "version": product_version()}
+    assert head.status_code == 200
+
+
+def test_the_base_url_refuses_other_methods_naming_the_allowed_ones():
+    response = Client().post("/", data=b"{}", content_type="application/json")
+
+    assert response.status_code == 405
+    assert response["Allow"] == "GET, HEAD"
+    assert response.json()["error"]["code"] == "method_not_allowed"

@@ -167,7 +167,8 @@ async def test_a_stream_open_at_the_deadline_ends_with_the_shutting_down_chunk(
     await app.wait(5)
     assert events[-1] == "[DONE]"
     tail = events[-2]
-    assert tail["choices"] == []
+    # spec 09 §7: one choice whose finish_reason is "error"
+    assert tail["choices"] == [{"index": 0, "delta": {}, "finish_reason": "error"}]
     assert tail["error"] == SHUTDOWN_ERROR
     assert tail["omniroute"]["served_model"] == "pa/m1"
     assert tail["model"] == "pa/m1"

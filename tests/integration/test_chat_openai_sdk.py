@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import openai
 import pytest
 
@@ -35,16 +37,17 @@ def test_non_streaming_completion_is_served_with_the_omniroute_object(sdk, upstr
     assert sent["headers"]["authorization"] == "Bearer sk-upstream-secret-pa-1234567890"
 
 
-def test_streaming_completion_yields_tokens_then_the_omniroute_chunk(sdk, upstream):
+def test_streaming_completion_yields_tokens_and_the_report_on_the_finish(sdk, upstream):
     stream = sdk.chat.completions.create(
         model="pa/m1", stream=True, messages=[{"role": "user", "content": "hello"}]
     )
     chunks = list(stream)
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    # spec 09 §7: a naive client indexes choices[0] on every chunk
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert text == "Hello from mock m1."
     assert all(c.model == "pa/m1" for c in chunks)
     last = chunks[-1]
-    assert last.choices == []
+    assert last.choices[0].finish_reason == "stop"
     assert last.model_extra["omniroute"]["served_model"] == "pa/m1"
     assert upstream.requests()[-1]["body"]["stream_options"] == {"include_usage": True}
 
@@ -174,3 +177,56 @@ def test_trailing_slash_on_the_chat_path_is_served(gateway, upstream):
     )
     assert response.status_code == 200
     assert response.json()["omniroute"]["served_model"] == "pa/m1"
+
+
+NO_ARGUMENTS_TOOL = {
+    "type": "function",
+    "function": {"name": "now", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize(("model", "arguments"), [("pc/m3", {}), ("pa/m1", "")])
+def test_a_streamed_tool_call_without_arguments_says_an_empty_object(
+    sdk, upstream, model, arguments
+):
+    """Spec 09 §7, whatever the upstream dialect: Anthropic streams an empty
+    ``partial_json``, an OpenAI-compatible server may stream ``""``."""
+    upstream.add(
+        model.split("/")[1], tool_calls=[{"name": "now", "arguments": arguments}]
+    )
+    chunks = list(
+        sdk.chat.completions.create(
+            model=model,
+            stream=True,
+            messages=[{"role": "user", "content": "time?"}],
+            tools=[NO_ARGUMENTS_TOOL],
+        )
+    )
+    sent = "".join(
+        call.function.arguments or ""
+        for chunk in chunks
+        for call in chunk.choices[0].delta.tool_calls or ()
+    )
+    assert json.loads(sent) == {}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_tool_call_without_arguments_says_an_empty_object(sdk, upstream):
+    upstream.add("m1", tool_calls=[{"name": "now", "arguments": ""}])
+    completion = sdk.chat.completions.create(
+        model="pa/m1",
+        messages=[{"role": "user", "content": "time?"}],
+        tools=[NO_ARGUMENTS_TOOL],
+    )
+    assert completion.choices[0].message.tool_calls[0].function.arguments == "{}"
+
+
+def test_the_stream_helper_parses_a_tool_call_without_arguments(sdk, upstream):
+    upstream.add("m3", tool_calls=[{"name": "now", "arguments": {}}])
+    with sdk.chat.completions.stream(
+        model="pc/m3",
+        messages=[{"role": "user", "content": "time?"}],
+        tools=[NO_ARGUMENTS_TOOL],
+    ) as stream:
+        final = stream.get_final_completion()
+    assert final.choices[0].message.tool_calls[0].function.arguments == "{}"

@@ -185,7 +185,8 @@ def _assert_stream_cut_at_the_grace(stream: StreamReader, signalled: float) -> N
     assert stream.ended_at - signalled < GRACE_SECONDS + SLACK_SECONDS
     assert stream.events[-1] == "[DONE]"
     tail = stream.events[-2]
-    assert tail["choices"] == []
+    # spec 09 §7: one choice whose finish_reason is "error"
+    assert tail["choices"] == [{"index": 0, "delta": {}, "finish_reason": "error"}]
     assert tail["error"] == {
         "message": "Gateway is shutting down",
         "type": "api_error",

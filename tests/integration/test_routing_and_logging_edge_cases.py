@@ -293,15 +293,19 @@ def _stream_events(response: httpx.Response) -> list:
     ]
 
 
-def test_the_last_chunk_repeats_the_usage_a_client_asked_for(extended, upstream):
+def test_the_report_rides_on_the_usage_chunk_a_client_asked_for(extended, upstream):
     asked = post_chat(
         extended, model="pa/m1", stream=True, stream_options={"include_usage": True}
     )
     events = _stream_events(asked)
     assert "omniroute" in events[-1]
-    assert events[-1]["usage"] == events[-2]["usage"]  # the usage chunk, then again
+    assert events[-1]["choices"] == []  # the usage chunk, once (spec 09 §7)
+    assert [e for e in events if "usage" in e] == [events[-1]]
     plain = _stream_events(post_chat(extended, model="pa/m1", stream=True))
     assert all("usage" not in event for event in plain)
+    assert all(event["choices"] for event in plain)
+    assert plain[-1]["choices"][0]["finish_reason"] == "stop"
+    assert "omniroute" in plain[-1]
 
 
 def test_a_budget_fallback_alias_in_a_combo_routes(extended, upstream):

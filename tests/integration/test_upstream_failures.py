@@ -202,6 +202,7 @@ def test_stream_dropped_after_tokens_ends_with_an_error_chunk(
     events = _sse(response)
     assert events[-1] == "[DONE]"
     tail = events[-2]
+    assert tail["choices"] == [{"index": 0, "delta": {}, "finish_reason": "error"}]
     assert tail["error"]["code"] == "stream_interrupted"
     assert tail["error"]["message"] == "Upstream stream interrupted (connection_error)"
     assert tail["omniroute"]["served_model"] == "pa/m1"
