@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gateway.inbound import chat, classic
+from gateway.inbound import chat, classic, messages
 from gateway.inbound.base import Wire
 
 _WIRES: tuple[Wire, ...] = (
     chat.WIRE,
     classic.WIRE,
+    messages.WIRE,
+    messages.COUNT_TOKENS,
 )
 
 #: request path -> its wire

@@ -74,6 +74,19 @@ class Wire(Protocol):
         """The bytes of a refusal made before the pipeline (401, 413, 503...)."""
         ...
 
+    async def serve(self, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
+        """One authenticated request: its answer, as bytes."""
+        ...
+
+
+class Pipelined:
+    """A wire whose requests run the pipeline (``gateway.pipeline.handle``): every
+    wire but one that answers locally (``messages/count_tokens``)."""
+
+    async def serve(self, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
+        wire: Wire = self  # type: ignore[assignment]
+        return wire.render(await handle(raw, wire, ctx, key))
+
 
 def bearer_or_api_key(headers: Mapping[str, str]) -> str | None:
     """``Authorization: Bearer <key>`` (OpenAI's SDKs), else ``x-api-key``
@@ -89,8 +102,8 @@ def bearer_or_api_key(headers: Mapping[str, str]) -> str | None:
 
 
 async def serve(wire: Wire, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
-    """One authenticated request on ``wire``: the pipeline's result, as its bytes."""
-    return wire.render(await handle(raw, wire, ctx, key))
+    """One authenticated request on ``wire``, as its bytes."""
+    return await wire.serve(raw, ctx, key)
 
 
 def error_body(

@@ -25,6 +25,7 @@ from gateway.inbound.base import (
     JSON_CONTENT_TYPE,
     SSE_HEADERS,
     JSONReply,
+    Pipelined,
     Reply,
     StreamReply,
     bearer_or_api_key,
@@ -244,7 +245,15 @@ def _check_messages(body: dict[str, Any]) -> None:
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
     """Validate a chat body; raises ``RequestError`` naming the first bad field."""
-    body = parse_body(raw)
+    return chat_request(parse_body(raw))
+
+
+def chat_request(
+    body: dict[str, Any], session_fields: dict[str, Any] | None = None
+) -> ChatRequest:
+    """A parsed chat body (a wire's own, or one a wire translated its body into) as
+    the canonical request; raises ``RequestError`` naming the first bad field.
+    ``session_fields``: what else names the session (never forwarded)."""
     if "models" in body and "fallback_models" in body:  # row 1
         raise _invalid(
             "conflicting_parameters",
@@ -294,7 +303,8 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         ),
         include_usage=include_usage,
         session_fields={
-            k: body[k] for k in ("session_id", "litellm_session_id") if k in body
+            **(session_fields or {}),
+            **{k: body[k] for k in ("session_id", "litellm_session_id") if k in body},
         },
     )
 
@@ -398,9 +408,7 @@ class ChatStream:
         missing = [k for k, sent in self.args.items() if not sent and k[0] in finishing]
         if not missing:
             return []
-        base = {
-            k: finish[k] for k in ("id", "object", "created", "model") if k in finish
-        }
+        base: dict[str, Any] = {k: finish[k] for k in _CHUNK_FIELDS if k in finish}
         frames = []
         for choice, call in missing:
             self.args[(choice, call)] = True
@@ -483,7 +491,7 @@ def json_reply(status: int, payload: dict[str, Any], headers: list[Any]) -> JSON
     )
 
 
-class ChatWire:
+class ChatWire(Pipelined):
     """``/v1/chat/completions``: OpenAI Chat Completions in and out."""
 
     paths = frozenset({"/v1/chat/completions", "/v1/chat/completions/"})

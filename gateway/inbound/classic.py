@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.inbound.base import JSONReply, Reply, bearer_or_api_key, with_retry_after
+from gateway.inbound.base import (
+    JSONReply,
+    Pipelined,
+    Reply,
+    bearer_or_api_key,
+    with_retry_after,
+)
 from gateway.inbound.chat import WIRE as CHAT
 from gateway.inbound.chat import (
     json_reply,
@@ -25,7 +31,7 @@ from gateway.kernel.exchange import ChatRequest
 from gateway.pipeline.result import Answer, Failure, Result
 
 
-class ClassicWire:
+class ClassicWire(Pipelined):
     paths = frozenset({"/chat/completions", "/chat/completions/"})
 
     def credential(self, headers: Mapping[str, str]) -> str | None:

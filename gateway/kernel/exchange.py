@@ -67,6 +67,8 @@ class ChatRequest:
     include_usage: bool
     #: ``session_id`` / ``litellm_session_id`` as sent (never forwarded, 05 §1.1)
     session_fields: dict[str, Any] = field(default_factory=dict)
+    #: the paths of what the wire's translation could not carry (spec 09 §2.6)
+    dropped: tuple[str, ...] = ()
 
     def entry_specs(self) -> tuple[EntrySpec, ...]:
         """The chain entries as sent, in the planner's terms."""

@@ -99,8 +99,35 @@ async def models_view(request: HttpRequest) -> HttpResponse:
     except RequestError as exc:
         metrics.bounded(metrics.REFUSALS, exc.code).inc()
         return _error(exc)
-    data = {"object": "list", "data": model_list(table, key)}
+    entries = model_list(table, key)
+    if _anthropic(request):  # spec 09 §4.6: the anthropic SDK's shape
+        listed = [_anthropic_model(entry) for entry in entries]
+        data: dict[str, object] = {
+            "data": listed,
+            "has_more": False,
+            "first_id": listed[0]["id"] if listed else None,
+            "last_id": listed[-1]["id"] if listed else None,
+        }
+    else:
+        data = {"object": "list", "data": entries}
     return HttpResponse(orjson.dumps(data), content_type="application/json")
+
+
+def _anthropic(request: HttpRequest) -> bool:
+    return "anthropic-version" in request.headers
+
+
+#: the ``created_at`` of a model in the Anthropic shape (the catalog has no dates)
+_EPOCH = "1970-01-01T00:00:00Z"
+
+
+def _anthropic_model(entry: dict[str, object]) -> dict[str, object]:
+    return {
+        "type": "model",
+        "id": entry["id"],
+        "display_name": entry["id"],
+        "created_at": _EPOCH,
+    }
 
 
 async def service_view(request: HttpRequest) -> HttpResponse:
@@ -255,7 +282,8 @@ async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
         return _error(exc)
     for entry in model_list(table, key):
         if entry["id"] == model_id:
-            return HttpResponse(orjson.dumps(entry), content_type="application/json")
+            shown = _anthropic_model(entry) if _anthropic(request) else entry
+            return HttpResponse(orjson.dumps(shown), content_type="application/json")
     return _error(
         RequestError(
             404,

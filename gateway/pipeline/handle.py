@@ -128,7 +128,7 @@ async def handle(
         session_key=chosen.session_key,
     )
     try:
-        return _with_tier(await run_chain(run), rec)
+        return _with_dropped(_with_tier(await run_chain(run), rec), request)
     except BaseException:
         if rec.limits is not None:  # ended before a record reached the front door
             rec.limits(rec)
@@ -140,6 +140,14 @@ def _route_of(ctx: ChatContext, entry: EntrySpec) -> str:
         return resolve(ctx.table, entry.model).route
     except (UnknownAutoVariant, ModelNotFound):
         return "unresolved"
+
+
+def _with_dropped(result: Result, request: ChatRequest) -> Result:
+    """Spec 09 §2.6: what the wire's translation left out, named on the answer."""
+    if request.dropped:
+        dropped = ",".join(request.dropped).encode()
+        result.headers.append((b"x-omniroute-dropped", dropped))
+    return result
 
 
 def _with_tier(result: Result, rec: RunRecord) -> Result:
