@@ -87,7 +87,8 @@ class FlakyProxy:
         target = redis.connection.parse_url(url)
         self._target = (target.get("host", "127.0.0.1"), target.get("port", 6379))
         self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        database = target.get("db", 0)  # the same database as the test Redis
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/{database}"
         self.is_up = True
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
