@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from gateway.dialects.anthropic import AnthropicDialect
 from gateway.dialects.base import (
+    RAW,
     BadUpstreamResponse,
     Dialect,
     StreamErrorEvent,
@@ -31,6 +32,7 @@ REGISTRY: Mapping[str, Dialect] = MappingProxyType({d.kind: d for d in _DIALECTS
 
 
 __all__ = [
+    "RAW",
     "REGISTRY",
     "BadUpstreamResponse",
     "Dialect",

@@ -47,6 +47,7 @@ from urllib.parse import unquote_to_bytes
 
 from gateway.dialects.base import (
     JSON,
+    RAW,
     BadUpstreamResponse,
     StreamErrorEvent,
     UpstreamCall,
@@ -413,9 +414,10 @@ class AnthropicStreamTranslator:
     map from Anthropic block index to that number routes each ``input_json_delta``.
     """
 
-    __slots__ = ("_created", "_finished", "_id", "_model", "_tools", "_usage")
+    __slots__ = ("_created", "_finished", "_id", "_model", "_raw", "_tools", "_usage")
 
-    def __init__(self, *, created: int) -> None:
+    def __init__(self, *, created: int, raw: bool = False) -> None:
+        self._raw = raw
         self._created = created
         self._finished = False
         self._id = _completion_id(None)
@@ -432,6 +434,14 @@ class AnthropicStreamTranslator:
         return map_usage(self._usage) if self._usage else None
 
     def translate(self, event: str | None, data: Any) -> list[JSON]:
+        chunks = self._translate(event, data)
+        if self._raw and isinstance(data, dict):
+            # the event as received first: a passthrough relays it, accounting reads
+            # the chunks made of it
+            chunks.insert(0, {RAW: (event or data.get("type"), data)})
+        return chunks
+
+    def _translate(self, event: str | None, data: Any) -> list[JSON]:
         if data == DONE or not isinstance(data, dict):
             return []
         kind = event or data.get("type")
@@ -531,6 +541,7 @@ class AnthropicDialect:
     reasoning_effort = False
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
+    surface = "messages"
 
     def build_request(
         self,
@@ -556,8 +567,41 @@ class AnthropicDialect:
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
         return parse_messages_reply(payload, created=created)
 
-    def stream_translator(self, *, created: int) -> AnthropicStreamTranslator:
-        return AnthropicStreamTranslator(created=created)
+    def passthrough_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+        forward: tuple[tuple[str, str], ...],
+    ) -> UpstreamCall:
+        """A Messages request as the client sent it: only ``model`` changes, and the
+        client's ``anthropic-version`` and ``anthropic-beta`` go along (09 §2.5)."""
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        headers.update(forward)
+        if api_key:
+            headers["x-api-key"] = api_key
+        upstream = {**body, "model": model}
+        if stream:
+            upstream["stream"] = True
+        else:
+            upstream.pop("stream", None)
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/messages"),
+            headers=headers,
+            body=upstream,
+            passthrough=True,
+        )
+
+    def stream_translator(
+        self, *, created: int, raw: bool = False
+    ) -> AnthropicStreamTranslator:
+        return AnthropicStreamTranslator(created=created, raw=raw)
 
     def parse_error(self, payload: Any, text: str) -> UpstreamError:
         return error_from_payload(payload, text)

@@ -44,6 +44,13 @@ class UpstreamCall:
     url: str
     headers: dict[str, str]
     body: JSON
+    #: the client's own body, sent unchanged but for ``model`` (spec 09 §2.5)
+    passthrough: bool = False
+
+
+#: the key of a chunk that carries one upstream event as received, for a passthrough
+#: relay: ``{RAW: (event name, data)}``; it carries nothing else
+RAW = "_raw"
 
 
 class StreamTranslator(Protocol):
@@ -101,6 +108,9 @@ class Dialect(Protocol):
     in_process: bool
     #: the response headers that carry its rate-limit readings (03 §8.5)
     ratelimit_prefixes: tuple[str, ...]
+    #: the client wire it speaks itself (``chat``, ``messages``): a request of that
+    #: wire goes to it by passthrough (spec 09 §2.5)
+    surface: str
 
     def build_request(
         self,
@@ -123,8 +133,22 @@ class Dialect(Protocol):
         """
         ...
 
-    def stream_translator(self, *, created: int) -> StreamTranslator:
-        """Fresh per-attempt translator; ``created`` stamps chunks that lack one."""
+    def passthrough_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+        forward: tuple[tuple[str, str], ...],
+    ) -> UpstreamCall:
+        """The client's own body aimed at ``model``, with its ``forward`` headers."""
+        ...
+
+    def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:
+        """Fresh per-attempt translator; ``created`` stamps chunks that lack one;
+        ``raw``: every event also comes out as a ``RAW`` chunk (a passthrough)."""
         ...
 
     def parse_error(self, payload: Any, text: str) -> UpstreamError:

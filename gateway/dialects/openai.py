@@ -74,6 +74,7 @@ class OpenAIDialect:
     reasoning_effort = True
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
+    surface = "chat"
 
     def build_request(
         self,
@@ -112,7 +113,24 @@ class OpenAIDialect:
             payload["created"] = created
         return payload
 
-    def stream_translator(self, *, created: int) -> OpenAIStreamTranslator:
+    def passthrough_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+        forward: tuple[tuple[str, str], ...],
+    ) -> UpstreamCall:
+        """A chat request already is this dialect's: the same as ``build_request``."""
+        return self.build_request(
+            base_url=base_url, api_key=api_key, model=model, body=body, stream=stream
+        )
+
+    def stream_translator(
+        self, *, created: int, raw: bool = False
+    ) -> OpenAIStreamTranslator:
         return OpenAIStreamTranslator()
 
     def parse_error(self, payload: Any, text: str) -> UpstreamError:

@@ -58,7 +58,7 @@ class Wire(Protocol):
         """The API key the request presents, where this wire's clients put it."""
         ...
 
-    def parse(self, raw: bytes) -> ChatRequest:
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
         """The canonical request; raises ``RequestError`` naming the field."""
         ...
 

@@ -37,7 +37,7 @@ class ClassicWire(Pipelined):
     def credential(self, headers: Mapping[str, str]) -> str | None:
         return bearer_or_api_key(headers)
 
-    def parse(self, raw: bytes) -> ChatRequest:
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
         return parse_chat_request(raw)
 
     def model_sent(self, raw: bytes) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from gateway.dialects import RAW
 from gateway.inbound.base import (
     JSON_CONTENT_TYPE,
     JSONReply,
@@ -341,13 +342,26 @@ def to_chat(
     return chat, t.dropped
 
 
-def parse_messages_request(raw: bytes, *, counting: bool = False) -> ChatRequest:
+#: the client's headers an Anthropic upstream gets on a passthrough (spec 09 §2.5)
+FORWARDED = ("anthropic-version", "anthropic-beta")
+
+
+def parse_messages_request(
+    raw: bytes, headers: Mapping[str, str], *, counting: bool = False
+) -> ChatRequest:
     body = parse_body(raw)
     chat, dropped = to_chat(body, counting=counting)
     metadata = body.get("metadata")
     session = {"metadata": metadata} if isinstance(metadata, dict) else None
     request = chat_request(chat, session)
-    return dataclasses.replace(request, dropped=tuple(dropped))
+    own = {k: v for k, v in body.items() if k not in _GATEWAY_FIELDS}
+    return dataclasses.replace(
+        request,
+        dropped=tuple(dropped),
+        surface="messages",
+        original=own,
+        forward=tuple((h, headers[h]) for h in FORWARDED if h in headers),
+    )
 
 
 # --- canonical -> bytes ---------------------------------------------------------------
@@ -367,6 +381,55 @@ def anthropic_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
         "cache_creation_input_tokens": written,
         "cache_read_input_tokens": read,
     }
+
+
+class MessagesPassthrough:
+    """The upstream's own Anthropic events, relayed as received (spec 09 §2.5): only
+    ``message_start``'s model becomes the served one, and the report rides on
+    ``message_delta``, held with ``message_stop`` until the stream ends."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: list[tuple[str, dict[str, Any]]] = []
+
+    def chunks(self, chunks: list[dict[str, Any]]) -> bytes:
+        out = b""
+        for chunk in chunks:
+            found = chunk.get(RAW)
+            if found is None:
+                continue  # a canonical chunk: what accounting reads
+            name, data = found
+            if name == "message_start" and isinstance(data.get("message"), dict):
+                data["message"]["model"] = chunk.get("model")
+            if name in ("message_delta", "message_stop"):
+                self.held.append((name, data))
+                continue
+            out += _event(str(name), data)
+        return out
+
+    def end(self, end: StreamEnd) -> bytes:
+        if end.error is not None:
+            message = str(end.error.get("message") or "Upstream stream interrupted")
+            return _event(
+                "error",
+                {
+                    "type": "error",
+                    "error": {"type": "api_error", "message": message},
+                    "omniroute": end.report,
+                },
+            )
+        out = b""
+        delivered = False
+        for name, data in self.held:
+            if name == "message_delta":
+                data["omniroute"] = end.report
+                delivered = True
+            out += _event(name, data)
+        if not delivered:  # an upstream that sent none: the report still comes
+            delta = {"type": "message_delta", "delta": {}, "omniroute": end.report}
+            out = _event("message_delta", delta) + out
+        return out
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -612,8 +675,8 @@ class MessagesWire(Pipelined):
     def credential(self, headers: Mapping[str, str]) -> str | None:
         return bearer_or_api_key(headers)
 
-    def parse(self, raw: bytes) -> ChatRequest:
-        return parse_messages_request(raw)
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+        return parse_messages_request(raw, headers)
 
     def model_sent(self, raw: bytes) -> str:
         return model_sent(raw)
@@ -627,7 +690,11 @@ class MessagesWire(Pipelined):
 
     def render(self, result: Result) -> Reply:
         if isinstance(result, Answer):
-            payload = {**message_of(result.completion), "omniroute": result.report}
+            served = result.completion.get("model")
+            if result.raw is not None:  # the upstream's own message (09 §2.5)
+                payload = {**result.raw, "model": served, "omniroute": result.report}
+            else:
+                payload = {**message_of(result.completion), "omniroute": result.report}
             headers = [JSON_CONTENT_TYPE, *result.headers]
             return JSONReply(
                 status=result.status, body=orjson.dumps(payload), headers=headers
@@ -639,7 +706,9 @@ class MessagesWire(Pipelined):
     def _stream(self, streamed: Streamed) -> StreamReply:
         return StreamReply(
             headers=[*SSE_HEADERS, *streamed.headers],
-            body=streamed.relay.frames(MessagesStream()),
+            body=streamed.relay.frames(
+                MessagesPassthrough() if streamed.passthrough else MessagesStream()
+            ),
             status=streamed.status,
         )
 
@@ -651,12 +720,12 @@ class CountTokensWire(MessagesWire):
 
     paths = frozenset({"/v1/messages/count_tokens", "/v1/messages/count_tokens/"})
 
-    def parse(self, raw: bytes) -> ChatRequest:
-        return parse_messages_request(raw, counting=True)
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+        return parse_messages_request(raw, headers, counting=True)
 
     async def serve(self, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
         try:
-            request = self.parse(raw)
+            request = self.parse(raw, ctx.headers)
             chosen = chain_entries(ctx.table, key, request, {}, ctx.start_run(key))
             build_chain(ctx.table, key, chosen.entries, explicit=True, warnings=[])
         except (RequestError, ChainError) as exc:

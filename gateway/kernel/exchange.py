@@ -57,6 +57,15 @@ class Redundancy:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Original:
+    """A client's own body and wire, for a passthrough attempt (spec 09 §2.5)."""
+
+    surface: str
+    body: dict[str, Any]
+    forward: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChatRequest:
     body: dict[str, Any]  # gateway fields removed; what goes upstream (model aside)
     stream: bool
@@ -69,6 +78,18 @@ class ChatRequest:
     session_fields: dict[str, Any] = field(default_factory=dict)
     #: the paths of what the wire's translation could not carry (spec 09 §2.6)
     dropped: tuple[str, ...] = ()
+    #: the client's wire when it is not Chat Completions (``messages``), and its
+    #: own body without the gateway's fields: what a passthrough attempt sends
+    #: upstream to a dialect of that wire (spec 09 §2.5), with ``forward`` headers
+    surface: str = "chat"
+    original: dict[str, Any] | None = None
+    forward: tuple[tuple[str, str], ...] = ()
+
+    def passthrough(self) -> Original | None:
+        """The client's own body, when its wire is not the canonical one."""
+        if self.original is None:
+            return None
+        return Original(surface=self.surface, body=self.original, forward=self.forward)
 
     def entry_specs(self) -> tuple[EntrySpec, ...]:
         """The chain entries as sent, in the planner's terms."""

@@ -145,6 +145,8 @@ async def attempt(  # noqa: PLR0913
         counted()
     started_wall = time.time()
     progress = upstream.AttemptResult(started=time.perf_counter())
+    # the request's own body, unchanged, may go by passthrough (spec 09 §2.5)
+    original = run.request.passthrough() if body is run.request.body else None
     try:
         outcome = await upstream.dispatch(
             target,
@@ -154,6 +156,7 @@ async def attempt(  # noqa: PLR0913
             idle_timeout_ms=run.ctx.table.settings.stream_idle_timeout_ms,
             created=int(started_wall),
             result=progress,
+            original=original,
         )
     except asyncio.CancelledError:
         _cancelled(run, target, index, via, started_wall, progress, cancel(), report)

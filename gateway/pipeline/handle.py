@@ -28,7 +28,7 @@ from gateway.pipeline.context import ChatContext
 from gateway.pipeline.loop import run_chain
 from gateway.pipeline.record import RunRecord
 from gateway.pipeline.report import refusal
-from gateway.pipeline.result import Result
+from gateway.pipeline.result import Answer, Failure, Result, Streamed
 from gateway.pipeline.run import Run
 from gateway.pipeline.sessions import request_session, session_key
 from gateway.pipeline.tiers import TierOutcome
@@ -39,7 +39,7 @@ logger = logging.getLogger("omniroute.gateway")
 class Parser(Protocol):
     """A client wire's reading of its body (``gateway.inbound``)."""
 
-    def parse(self, raw: bytes) -> ChatRequest:
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
         """The canonical request; raises ``RequestError`` naming the field."""
         ...
 
@@ -96,7 +96,7 @@ async def handle(
     rec = ctx.start_run(key)
     entries: tuple[EntrySpec, ...] = ()
     try:
-        request = parser.parse(raw)
+        request = parser.parse(raw, ctx.headers)
         rec.stream = request.stream
         ctx.streaming(request.stream)
         rec.requested_model = request.entries[0].model
@@ -143,8 +143,12 @@ def _route_of(ctx: ChatContext, entry: EntrySpec) -> str:
 
 
 def _with_dropped(result: Result, request: ChatRequest) -> Result:
-    """Spec 09 §2.6: what the wire's translation left out, named on the answer."""
-    if request.dropped:
+    """Spec 09 §2.6: what the wire's translation left out, named on the answer it
+    shaped (a passthrough carried everything)."""
+    passthrough = (isinstance(result, Answer) and result.raw is not None) or (
+        isinstance(result, Streamed) and result.passthrough
+    )
+    if request.dropped and not passthrough and not isinstance(result, Failure):
         dropped = ",".join(request.dropped).encode()
         result.headers.append((b"x-omniroute-dropped", dropped))
     return result

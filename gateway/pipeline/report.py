@@ -143,9 +143,11 @@ def answer(
     target: Target,
     completion: dict[str, Any],
     usage: dict[str, Any] | None = None,
+    raw: dict[str, Any] | None = None,
 ) -> Answer:
     """A served completion: ``model`` is the served target, ``usage`` (a composite's
-    sum) replaces the call's own; the request is recorded as a success."""
+    sum) replaces the call's own, ``raw`` the upstream's own answer of a passthrough;
+    the request is recorded as a success."""
     completion["model"] = target.model_key
     if usage is not None:
         completion["usage"] = usage
@@ -158,7 +160,7 @@ def answer(
     )
     run.rec.succeed(target, 200, run.calls, run.failover)
     run.ctx.record(run.rec)
-    return Answer(completion=completion, report=report, headers=headers)
+    return Answer(completion=completion, report=report, headers=headers, raw=raw)
 
 
 def auto_refusal(run: Run, refusal: Refusal) -> Failure:

@@ -31,6 +31,8 @@ class Answer:
     report: dict[str, Any]
     headers: Headers = field(default_factory=list)
     status: int = 200
+    #: the upstream's own answer, when the call was a passthrough (spec 09 §2.5)
+    raw: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -86,6 +88,8 @@ class Streamed:
     request: ChatRequest
     headers: Headers = field(default_factory=list)
     status: int = 200
+    #: the upstream's own events ride along (``dialects.RAW`` chunks, 09 §2.5)
+    passthrough: bool = False
 
 
 Result = Answer | Failure | Streamed

@@ -259,5 +259,8 @@ def relayed(run: Run, opened: Opened) -> Streamed:
         report=lambda target: report.omniroute(run, target),
     )
     return Streamed(
-        relay=relay, request=run.request, headers=report.stream_headers(run, omni)
+        relay=relay,
+        request=run.request,
+        headers=report.stream_headers(run, omni),
+        passthrough=opened.stream.result.passthrough,
     )

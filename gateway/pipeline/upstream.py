@@ -45,6 +45,7 @@ from gateway.kernel.errors import (
     classify_transport,
     empty_stream,
 )
+from gateway.kernel.exchange import Original
 from gateway.kernel.sse import DONE, SSEDecoder
 from gateway.kernel.types import Target
 from gateway.pipeline.health import attempt_started
@@ -114,6 +115,10 @@ class AttemptResult:
     #: a stream's usage as reported so far (spec 02 §11: an interrupted stream
     #: bills the usage the upstream reported before it broke)
     partial_usage: Callable[[], dict[str, Any] | None] | None = None
+    #: the call sent the client's own body (spec 09 §2.5); ``raw``: the upstream's
+    #: own answer (non-streaming), for the client
+    passthrough: bool = False
+    raw: dict[str, Any] | None = None
 
 
 @functools.cache
@@ -217,6 +222,7 @@ def _finish_json(
     body: bytes,
     created: int,
 ) -> None:
+    passthrough = result.passthrough
     status = response.status_code
     if not _is_success(status):
         _fail_status(result, dialect, status, body, response.headers)
@@ -224,7 +230,10 @@ def _finish_json(
     result.http_status = status
     result.ratelimit = _ratelimit(dialect, response.headers)
     try:
-        completion = dialect.parse_completion(jsonload.loads(body), created=created)
+        payload = jsonload.loads(body)
+        completion = dialect.parse_completion(payload, created=created)
+        if passthrough:  # the upstream's own answer, for the client (09 §2.5)
+            result.raw = payload
     except (orjson.JSONDecodeError, BadUpstreamResponse) as exc:
         result.failure = bad_response()
         result.error = UpstreamError(message=f"unusable upstream reply: {exc}")
@@ -278,7 +287,7 @@ async def _batches(
             body = await response.aread()
             raise UpstreamStatusError(response.status_code, body, response.headers)
         decoder = SSEDecoder()
-        translator = dialect.stream_translator(created=created)
+        translator = dialect.stream_translator(created=created, raw=call.passthrough)
         result.partial_usage = translator.partial_usage
         ending = _Ending()
         async for raw in response.aiter_raw():
@@ -469,18 +478,33 @@ async def dispatch(
     idle_timeout_ms: int,
     created: int,
     result: AttemptResult | None = None,
+    original: Original | None = None,
 ) -> AttemptResult | OpenStream:
     """Call ``target`` with ``body``; a stream comes back at its first content token.
     ``result``: a record the proxy fills as the exchange goes, so a caller whose
-    call is cancelled still knows the status and first-byte time it got."""
+    call is cancelled still knows the status and first-byte time it got.
+    ``original``: the client's own body and wire; a target whose dialect speaks that
+    wire gets it by passthrough (spec 09 §2.5), any other the canonical ``body``."""
     dialect = REGISTRY[target.provider.kind]
-    call = dialect.build_request(
-        base_url=target.provider.base_url,
-        api_key=target.connection.api_key,
-        model=target.model.model_id,
-        body=body,
-        stream=stream,
-    )
+    if original is not None and dialect.surface == original.surface:
+        call = dialect.passthrough_request(
+            base_url=target.provider.base_url,
+            api_key=target.connection.api_key,
+            model=target.model.model_id,
+            body=original.body,
+            stream=stream,
+            forward=original.forward,
+        )
+    else:
+        call = dialect.build_request(
+            base_url=target.provider.base_url,
+            api_key=target.connection.api_key,
+            model=target.model.model_id,
+            body=body,
+            stream=stream,
+        )
+    if result is not None:
+        result.passthrough = call.passthrough
     client = client_for(target.provider.kind)
     attempt_started(target)
     gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)

@@ -146,4 +146,5 @@ def _result(run: Run, winner: Settled | Opened) -> Result:
         return relayed(run, winner)
     run.items.append(winner.item)
     attempt.bill(run, winner)
-    return report.answer(run, winner.target, winner.result.completion or {})
+    result = winner.result
+    return report.answer(run, winner.target, result.completion or {}, raw=result.raw)

@@ -92,7 +92,8 @@ async def _call(
     run.items.append(called.item)
     if called.served:
         attempt.bill(run, called)
-        return report.answer(run, target, called.result.completion or {})
+        reply = called.result
+        return report.answer(run, target, reply.completion or {}, raw=reply.raw)
     if not should_continue(called.item.reason or "", run.options(slot, target).on):
         return report.all_failed(run)
     if more and run.calls_left():

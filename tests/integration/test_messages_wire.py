@@ -292,3 +292,82 @@ def test_count_tokens_estimates_locally_for_a_model_the_key_may_use(
             model="pb/m2", messages=[{"role": "user", "content": "x"}]
         )
     assert caught.value.body["error"]["code"] == "model_not_allowed"
+
+
+def test_an_anthropic_upstream_gets_the_clients_own_body_and_betas(gateway, upstream):
+    """Spec 09 §2.5 and §8 example 2: a passthrough carries what translation cannot."""
+    body = {
+        "model": "pc/m3",
+        "max_tokens": 2048,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "top_k": 5,
+        "system": [
+            {"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}
+        ],
+        "messages": [{"role": "user", "content": "hi"}],
+        "models": ["pc/m3", "pa/m1"],
+    }
+    response = httpx.post(
+        f"{gateway.url}/v1/messages",
+        headers={
+            "x-api-key": KEY_ALL,
+            "anthropic-version": "2023-06-01",
+            "anthropic-beta": "interleaved-thinking-2025-05-14",
+        },
+        json=body,
+        timeout=30,
+    )
+    assert response.status_code == 200
+    assert "x-omniroute-dropped" not in response.headers
+    sent = upstream.requests()[-1]
+    assert sent["headers"]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    expected = {k: v for k, v in body.items() if k != "models"}
+    assert sent["body"] == {**expected, "model": "m3"}
+    answer = response.json()
+    assert answer["id"].startswith("msg_mock_")  # the upstream's own message
+    assert answer["model"] == "pc/m3"
+    assert answer["omniroute"]["served_model"] == "pc/m3"
+
+
+def test_a_passthrough_stream_relays_the_upstreams_events(gateway, upstream):
+    response = httpx.post(
+        f"{gateway.url}/v1/messages",
+        headers={"x-api-key": KEY_ALL},
+        json={
+            "model": "pc/m3",
+            "max_tokens": 32,
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+        timeout=30,
+    )
+    events = _sse(response.text)
+    names = [name for name, _ in events]
+    assert names[0] == "message_start"
+    assert names[-2:] == ["message_delta", "message_stop"]
+    start = events[0][1]["message"]
+    assert start["id"].startswith("msg_mock_")
+    assert start["model"] == "pc/m3"
+    assert events[-2][1]["omniroute"]["served_model"] == "pc/m3"
+    text = "".join(
+        data["delta"]["text"] for name, data in events if name == "content_block_delta"
+    )
+    assert text == "Hello from mock m3."
+    assert upstream.requests()[-1]["body"]["stream"] is True
+
+
+def test_a_passthrough_that_fails_over_to_an_openai_upstream_translates(
+    claude, upstream
+):
+    upstream.add("m3", status=500)
+    message = claude.messages.create(
+        model="pc/m3",
+        max_tokens=32,
+        messages=[{"role": "user", "content": "hi"}],
+        extra_body={"models": ["pc/m3", "pa/m1"]},
+    )
+    assert message.model == "pa/m1"
+    assert message.content[0].text == "Hello from mock m1."
+    paths = [r["path"] for r in upstream.requests()]
+    assert paths[0].endswith("/messages")
+    assert paths[1].endswith("/chat/completions")
