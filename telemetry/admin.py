@@ -58,6 +58,8 @@ class AttemptInline(admin.TabularInline):
         "completion_tokens",
         "cost_usd",
         "billable",
+        "passthrough",
+        "dropped",
         "error_message",
     )
     readonly_fields = fields
@@ -71,6 +73,7 @@ class RequestLogAdmin(ReadOnlyAdmin):
     list_display = (
         "created_at",
         "api_key_prefix",
+        "endpoint",
         "requested_model",
         "route",
         "served_model",
@@ -108,7 +111,7 @@ class AttemptLogAdmin(ReadOnlyAdmin):
         "ttft_ms",
         "billable",
     )
-    list_filter = ("result", "provider", "billable")
+    list_filter = ("result", "provider", "billable", "passthrough")
     search_fields = ("target", "model", "request__id")
     date_hierarchy = "started_at"
 

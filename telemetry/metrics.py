@@ -15,12 +15,14 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 REQUESTS = Counter(
-    "omniroute_requests_total", "Client requests", ("route", "served_model", "status")
+    "omniroute_requests_total",
+    "Client requests",
+    ("endpoint", "route", "served_model", "status"),
 )
 REQUEST_DURATION = Histogram(
     "omniroute_request_duration_seconds",
     "Receipt to last byte",
-    ("route", "stream"),
+    ("endpoint", "route", "stream"),
     buckets=DURATION_BUCKETS,
 )
 REQUEST_TTFT = Histogram(

@@ -132,6 +132,10 @@ class AttemptLog(models.Model):
     billable = models.BooleanField(default=False)
     error_message = models.CharField(max_length=1000, null=True, blank=True)
     cooldown_trigger = models.CharField(max_length=16, null=True, blank=True)
+    #: spec 09 §2.11: the client's body went upstream as sent (same dialect)
+    passthrough = models.BooleanField(default=False)
+    #: spec 09 §2.6: the request paths this attempt's translation left out
+    dropped = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ("request", "attempt_no")

@@ -116,7 +116,9 @@ def authenticate_request(wire: Wire, ctx: ChatContext) -> KeyPolicy | Failure:
         )
     except RequestError as exc:
         # no log row, but a client request all the same (06 §2: by status sent)
-        metrics.bounded(metrics.REQUESTS, "unresolved", "none", str(exc.status)).inc()
+        metrics.bounded(
+            metrics.REQUESTS, wire.surface, "unresolved", "none", str(exc.status)
+        ).inc()
         return refusal(ctx, exc, None)
 
 
@@ -189,7 +191,7 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     table = await tables.ensure()
     persist = Persist(table)
     ctx = ChatContext(
-        endpoint=scope["path"].rstrip("/"), headers=headers, table=table, record=persist
+        endpoint=wire.surface, headers=headers, table=table, record=persist
     )
     if drain.is_draining():  # spec 08 §4 step 2: any new request, keyed or not
         try:

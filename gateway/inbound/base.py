@@ -53,6 +53,8 @@ class Wire(Protocol):
 
     #: the request paths it serves (with and without a trailing slash)
     paths: frozenset[str]
+    #: the surface name the request log and the metrics record (spec 09 §2.11)
+    surface: str
 
     def credential(self, headers: Mapping[str, str]) -> str | None:
         """The API key the request presents, where this wire's clients put it."""

@@ -495,6 +495,7 @@ class ChatWire(Pipelined):
     """``/v1/chat/completions``: OpenAI Chat Completions in and out."""
 
     paths = frozenset({"/v1/chat/completions", "/v1/chat/completions/"})
+    surface = "chat"
 
     def credential(self, headers: Mapping[str, str]) -> str | None:
         return bearer_or_api_key(headers)

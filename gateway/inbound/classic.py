@@ -33,6 +33,7 @@ from gateway.pipeline.result import Answer, Failure, Result
 
 class ClassicWire(Pipelined):
     paths = frozenset({"/chat/completions", "/chat/completions/"})
+    surface = "chat"
 
     def credential(self, headers: Mapping[str, str]) -> str | None:
         return bearer_or_api_key(headers)

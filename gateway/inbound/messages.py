@@ -671,6 +671,7 @@ class MessagesWire(Pipelined):
     """``/v1/messages``: Anthropic Messages in and out."""
 
     paths = frozenset({"/v1/messages", "/v1/messages/"})
+    surface = "messages"
 
     def credential(self, headers: Mapping[str, str]) -> str | None:
         return bearer_or_api_key(headers)
@@ -719,6 +720,7 @@ class CountTokensWire(MessagesWire):
     for the key as on ``/v1/messages``.  Not billed, not logged, no limit consumed."""
 
     paths = frozenset({"/v1/messages/count_tokens", "/v1/messages/count_tokens/"})
+    surface = "count_tokens"
 
     def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
         return parse_messages_request(raw, headers, counting=True)

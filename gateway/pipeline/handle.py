@@ -98,6 +98,7 @@ async def handle(
     try:
         request = parser.parse(raw, ctx.headers)
         rec.stream = request.stream
+        rec.dropped = request.dropped
         ctx.streaming(request.stream)
         rec.requested_model = request.entries[0].model
         chosen = chain_entries(ctx.table, key, request, ctx.headers, rec)

@@ -73,6 +73,9 @@ class RunRecord:
     usage_source: str = "none"
     finished_at: float | None = None
     overhead_final: int | None = None
+    #: what the wire's translation could not carry (spec 09 §2.6): a translated
+    #: attempt's ``dropped``
+    dropped: tuple[str, ...] = ()
     #: events to publish once the response is finished (``model_failover``)
     events: list[dict[str, Any]] = field(default_factory=list)
     #: spec 08 §6: reconciles the key's rate-limit and budget reservation; the front
@@ -147,6 +150,7 @@ class RunRecord:
             self.completion_tokens = (self.completion_tokens or 0) + numbers[1]
             self.cached_tokens = (self.cached_tokens or 0) + numbers[2]
         error = getattr(outcome, "error", None)
+        passthrough = bool(getattr(outcome, "passthrough", False))
         self.attempts.append(
             {
                 "id": new_id(),
@@ -173,6 +177,8 @@ class RunRecord:
                 "cost_usd": cost,
                 "billable": billable,
                 "cooldown_trigger": trigger,
+                "passthrough": passthrough,
+                "dropped": [] if passthrough else list(self.dropped),
                 "error_message": sanitize(error.message)
                 if error and error.message
                 else None,
@@ -282,9 +288,11 @@ class RunRecord:
         stream = "true" if self.stream else "false"
         served = self.served.model_key if self.served else "none"
         metrics.bounded(
-            metrics.REQUESTS, self.route, served, str(self.http_status)
+            metrics.REQUESTS, self.endpoint, self.route, served, str(self.http_status)
         ).inc()
-        metrics.bounded(metrics.REQUEST_DURATION, self.route, stream).observe(duration)
+        metrics.bounded(
+            metrics.REQUEST_DURATION, self.endpoint, self.route, stream
+        ).observe(duration)
         if self.ttft_s is not None:
             metrics.bounded(metrics.REQUEST_TTFT, self.route).observe(self.ttft_s)
             metrics.bounded(metrics.OVERHEAD, stream).observe(

@@ -148,7 +148,12 @@ def test_a_request_without_a_key_counts_in_requests_total():
     from gateway.pipeline.result import Failure
     from tests.engine.conftest import build_table
 
-    labels = {"route": "unresolved", "served_model": "none", "status": "401"}
+    labels = {
+        "endpoint": "chat",
+        "route": "unresolved",
+        "served_model": "none",
+        "status": "401",
+    }
 
     def count() -> float:
         return REGISTRY.get_sample_value("omniroute_requests_total", labels) or 0.0

@@ -246,6 +246,11 @@ def test_what_translation_cannot_carry_is_named(gateway, upstream):
     sent = upstream.requests()[-1]["body"]
     assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
     assert "top_k" not in sent
+    row = gateway.requests_log()[-1]
+    assert row["endpoint"] == "messages"
+    (attempt,) = gateway.attempts_log(row["id"])
+    assert not attempt["passthrough"]
+    assert json.loads(attempt["dropped"]) == ["tools[1]", "top_k"]
 
 
 def test_claude_codes_session_id_is_the_session(gateway, upstream):
@@ -264,7 +269,7 @@ def test_claude_codes_session_id_is_the_session(gateway, upstream):
     assert response.status_code == 200
     row = gateway.requests_log()[-1]
     assert row["session_source"] == "body:metadata.user_id"
-    assert row["endpoint"] == "/v1/messages"
+    assert row["endpoint"] == "messages"
 
 
 def test_the_models_list_in_the_anthropic_shape(claude, upstream):
@@ -327,6 +332,10 @@ def test_an_anthropic_upstream_gets_the_clients_own_body_and_betas(gateway, upst
     assert answer["id"].startswith("msg_mock_")  # the upstream's own message
     assert answer["model"] == "pc/m3"
     assert answer["omniroute"]["served_model"] == "pc/m3"
+    row = gateway.requests_log()[-1]
+    (attempt,) = gateway.attempts_log(row["id"])
+    assert attempt["passthrough"]
+    assert json.loads(attempt["dropped"]) == []
 
 
 def test_a_passthrough_stream_relays_the_upstreams_events(gateway, upstream):

@@ -22,7 +22,8 @@ def test_metrics_expose_request_and_attempt_series(gateway, client, upstream):
     client.post("/v1/chat/completions", json={"model": "pa/m1", "messages": MESSAGES})
     text = httpx.get(f"{gateway.url}/metrics").text
     assert (
-        'omniroute_requests_total{route="direct",served_model="pa/m1",status="200"}'
+        'omniroute_requests_total{endpoint="chat",route="direct",'
+        'served_model="pa/m1",status="200"}'
         in text
     )
     assert (
