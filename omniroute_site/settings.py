@@ -192,6 +192,8 @@ if OMNIROUTE_LOG_LEVEL not in logging.getLevelNamesMapping():
         f"got {OMNIROUTE_LOG_LEVEL!r}"
     )
 OMNIROUTE_LOG_RETENTION_DAYS = env_int("OMNIROUTE_LOG_RETENTION_DAYS", 30, minimum=1)
+# spec 09 §3.4: how long a stored Responses answer stays readable
+OMNIROUTE_RESPONSES_TTL_DAYS = env_int("OMNIROUTE_RESPONSES_TTL_DAYS", 30, minimum=1)
 OMNIROUTE_LOG_BUFFER_ROWS = env_int("OMNIROUTE_LOG_BUFFER_ROWS", 10_000, minimum=1)
 OMNIROUTE_LOG_FLUSH_MS = env_int("OMNIROUTE_LOG_FLUSH_MS", 1000, minimum=10)
 OMNIROUTE_LOG_SYNC = env_bool("OMNIROUTE_LOG_SYNC", False)

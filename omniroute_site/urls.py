@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 
-from gateway.ops import auto_views, views
+from gateway.ops import auto_views, responses_views, views
 from gateway.ops.admin_smart import smart_route_view
 from gateway.ops.admin_views import explain_route_view
 from telemetry.dashboards import live_routing_view, overview_view
@@ -47,6 +47,17 @@ urlpatterns = [
     path("v1/models/", csrf_exempt(views.models_view)),  # the optional slash
     path("models", csrf_exempt(views.models_view)),  # beside /chat/completions
     path("v1/models/<path:model_id>", csrf_exempt(views.model_view), name="v1-model"),
+    # spec 09 §3.4: stored responses (POST /v1/responses is the ASGI front door's)
+    re_path(
+        r"^v1/responses/(?P<response_id>[^/]+)/input_items/?$",
+        csrf_exempt(responses_views.input_items_view),
+        name="v1-response-input-items",
+    ),
+    re_path(
+        r"^v1/responses/(?P<response_id>[^/]+)/?$",
+        csrf_exempt(responses_views.response_view),
+        name="v1-response",
+    ),
     # any channel, also one with a slash or none: the view answers 400 for it (spec 01)
     re_path(
         r"^v1/auto-combo/(?P<channel>.*)/candidates$",

@@ -2,7 +2,8 @@
 
 Order: ``AttemptLog`` then ``RequestLog`` older than the retention period (an older
 request's younger attempts go with it, by cascade), then expired ``ArenaScore`` rows,
-``UsageHourly`` older than 400 days and ``JobRun`` older than 90 days.  Each step
+``UsageHourly`` older than 400 days, ``JobRun`` older than 90 days and expired stored
+Responses (spec 09 §3.4).  Each step
 deletes at most ``BATCH_ROWS`` rows at a time, oldest first, each batch in its own
 short transaction, so the tables stay writable for the gateway's flusher.
 
@@ -90,6 +91,15 @@ def steps(now: datetime, retention_days: int) -> list[Step]:
     return found
 
 
+def other_steps(now: datetime) -> list[Step]:
+    """What else expires daily, after the log tables: stored Responses past their
+    ``expires_at`` (spec 09 §3.4, ``OMNIROUTE_RESPONSES_TTL_DAYS``)."""
+    responses = _optional_model("gateway.StoredResponse")
+    if responses is None:
+        return []
+    return [Step("stored_response", responses, "expires_at", now)]
+
+
 def _due(step: Step) -> models.QuerySet[Any]:
     return step.model._default_manager.filter(**{f"{step.date_field}__lt": step.cutoff})
 
@@ -115,7 +125,7 @@ def prune(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> PruneReport:
     """Delete (or, on a dry run, count) every row past its retention."""
-    plan = steps(now, retention_days)
+    plan = steps(now, retention_days) + other_steps(now)
     labels = {step.model._meta.label: step.label for step in plan}
     report = PruneReport(deleted={step.label: 0 for step in plan})
     for step in plan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gateway.inbound import chat, classic, messages
+from gateway.inbound import chat, classic, messages, responses
 from gateway.inbound.base import Wire
 
 _WIRES: tuple[Wire, ...] = (
@@ -18,6 +18,7 @@ _WIRES: tuple[Wire, ...] = (
     classic.WIRE,
     messages.WIRE,
     messages.COUNT_TOKENS,
+    responses.WIRE,
 )
 
 #: request path -> its wire

@@ -134,7 +134,13 @@ def derive(
         value = _from_user_id(metadata.get("user_id"))
         if value is not None:
             return Session(value, "body:metadata.user_id")
-    for name in ("session_id", "litellm_session_id", "prompt_cache_key"):
+    # spec 09 §2.4: after these, the first response of a previous_response_id chain
+    for name in (
+        "session_id",
+        "litellm_session_id",
+        "prompt_cache_key",
+        "previous_response_id",
+    ):
         value = clean(body.get(name))
         if value is not None:
             return Session(value, f"body:{name}")

@@ -23,8 +23,7 @@ def test_metrics_expose_request_and_attempt_series(gateway, client, upstream):
     text = httpx.get(f"{gateway.url}/metrics").text
     assert (
         'omniroute_requests_total{endpoint="chat",route="direct",'
-        'served_model="pa/m1",status="200"}'
-        in text
+        'served_model="pa/m1",status="200"}' in text
     )
     assert (
         'omniroute_upstream_attempts_total{connection="main",model="m1",'

@@ -219,3 +219,26 @@ def test_steps_run_in_the_spec_order() -> None:
     expected = ["attempt_log", "request_log", "arena_score", "usage_hourly", "job_run"]
     assert labels == [label for label in expected if label in labels]
     assert labels[:2] == ["attempt_log", "request_log"]
+
+
+@pytest.mark.django_db
+def test_prune_deletes_expired_stored_responses() -> None:
+    """Spec 09 §3.4: the daily job deletes stored Responses past their TTL."""
+    from combos.models import ApiKey
+    from gateway.models import StoredResponse
+
+    key = ApiKey.objects.create(name="k", key_hash="h" * 64, prefix="sk-or-k")
+    for name, days in (("old", -1), ("live", 1)):
+        StoredResponse.objects.create(
+            id=f"resp_{name}",
+            api_key=key,
+            created_at=NOW - 30 * DAY,
+            expires_at=NOW + days * DAY,
+            response={},
+            root_id=f"resp_{name}",
+        )
+
+    report = prune.prune(NOW, 30)
+
+    assert list(StoredResponse.objects.values_list("id", flat=True)) == ["resp_live"]
+    assert report.deleted["stored_response"] == 1
