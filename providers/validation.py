@@ -26,7 +26,7 @@ RESERVED = frozenset({"auto", "combo"})
 MAX_TARGETS = 16
 MAX_COMBO_DEPTH = 3
 ON_ORDER = tuple(r.value for r in RETRYABLE_REASONS)
-CAPABILITIES = ("tools", "vision", "reasoning", "json")
+CAPABILITIES = ("tools", "vision", "reasoning", "json", "embeddings")
 
 
 @dataclass(frozen=True, slots=True)

@@ -542,6 +542,7 @@ class AnthropicDialect:
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
     surface = "messages"
+    embeddings = False
 
     def build_request(
         self,
@@ -597,6 +598,14 @@ class AnthropicDialect:
             body=upstream,
             passthrough=True,
         )
+
+    def embeddings_request(
+        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+    ) -> UpstreamCall:
+        raise NotImplementedError("Anthropic has no embeddings API")
+
+    def parse_embeddings(self, payload: Any) -> JSON:
+        raise BadUpstreamResponse("Anthropic has no embeddings API")
 
     def stream_translator(
         self, *, created: int, raw: bool = False

@@ -46,6 +46,8 @@ class UpstreamCall:
     body: JSON
     #: the client's own body, sent unchanged but for ``model`` (spec 09 §2.5)
     passthrough: bool = False
+    #: what the answer is: ``chat`` (a completion) or ``embeddings`` (09 §5)
+    operation: str = "chat"
 
 
 #: the key of a chunk that carries one upstream event as received, for a passthrough
@@ -111,6 +113,8 @@ class Dialect(Protocol):
     #: the client wire it speaks itself (``chat``, ``messages``): a request of that
     #: wire goes to it by passthrough (spec 09 §2.5)
     surface: str
+    #: answers embeddings requests (spec 09 §5.2: else a ``capability_mismatch``)
+    embeddings: bool
 
     def build_request(
         self,
@@ -144,6 +148,19 @@ class Dialect(Protocol):
         forward: tuple[tuple[str, str], ...],
     ) -> UpstreamCall:
         """The client's own body aimed at ``model``, with its ``forward`` headers."""
+        ...
+
+    def embeddings_request(
+        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+    ) -> UpstreamCall:
+        """An OpenAI embeddings ``body`` aimed at ``model`` (only where
+        ``embeddings``)."""
+        ...
+
+    def parse_embeddings(self, payload: Any) -> JSON:
+        """A parsed 2xx embeddings body -> the OpenAI embeddings list object.
+
+        Raises ``BadUpstreamResponse`` when it holds no vectors."""
         ...
 
     def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:

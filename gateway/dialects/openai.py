@@ -75,6 +75,7 @@ class OpenAIDialect:
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
     surface = "chat"
+    embeddings = True
 
     def build_request(
         self,
@@ -128,6 +129,22 @@ class OpenAIDialect:
             base_url=base_url, api_key=api_key, model=model, body=body, stream=stream
         )
 
+    def embeddings_request(
+        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+    ) -> UpstreamCall:
+        headers = {"content-type": "application/json"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/embeddings"),
+            headers=headers,
+            body={**body, "model": model},
+            operation="embeddings",
+        )
+
+    def parse_embeddings(self, payload: Any) -> JSON:
+        return parse_embeddings_reply(payload)
+
     def stream_translator(
         self, *, created: int, raw: bool = False
     ) -> OpenAIStreamTranslator:
@@ -135,6 +152,22 @@ class OpenAIDialect:
 
     def parse_error(self, payload: Any, text: str) -> UpstreamError:
         return error_from_payload(payload, text)
+
+
+def parse_embeddings_reply(payload: Any) -> JSON:
+    """An OpenAI embeddings list, checked: every item an ``embedding`` with its
+    ``index``."""
+    if not isinstance(payload, dict):
+        raise BadUpstreamResponse("embeddings reply is not a JSON object")
+    data = payload.get("data")
+    if not isinstance(data, list) or not data:
+        raise BadUpstreamResponse("embeddings reply has no data")
+    for position, item in enumerate(data):
+        if not isinstance(item, dict) or "embedding" not in item:
+            raise BadUpstreamResponse(f"embeddings reply item {position} has no vector")
+        if not isinstance(item.get("index"), int):
+            item["index"] = position
+    return payload
 
 
 class MockDialect(OpenAIDialect):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gateway.inbound import chat, classic, messages, responses
+from gateway.inbound import chat, classic, embeddings, messages, responses
 from gateway.inbound.base import Wire
 
 _WIRES: tuple[Wire, ...] = (
@@ -19,6 +19,7 @@ _WIRES: tuple[Wire, ...] = (
     messages.WIRE,
     messages.COUNT_TOKENS,
     responses.WIRE,
+    embeddings.WIRE,
 )
 
 #: request path -> its wire

@@ -249,11 +249,15 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
 
 
 def chat_request(
-    body: dict[str, Any], session_fields: dict[str, Any] | None = None
+    body: dict[str, Any],
+    session_fields: dict[str, Any] | None = None,
+    *,
+    messages: bool = True,
 ) -> ChatRequest:
     """A parsed chat body (a wire's own, or one a wire translated its body into) as
     the canonical request; raises ``RequestError`` naming the first bad field.
-    ``session_fields``: what else names the session (never forwarded)."""
+    ``session_fields``: what else names the session (never forwarded).
+    ``messages``: the body is a chat body (an embeddings body has ``input``)."""
     if "models" in body and "fallback_models" in body:  # row 1
         raise _invalid(
             "conflicting_parameters",
@@ -284,8 +288,9 @@ def chat_request(
     if models is None:
         assert isinstance(model, str)
         entries.insert(0, ChainEntry(model=model, param="model"))
-    _check_messages(body)
-    _check_options(body)
+    if messages:
+        _check_messages(body)
+        _check_options(body)
     stream = bool(body.get("stream"))
     options = body.get("stream_options")
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))

@@ -33,7 +33,6 @@ from typing import Any
 import orjson
 
 from gateway.dialects import RAW
-from gateway.inbound import stored
 from gateway.inbound.base import (
     JSON_CONTENT_TYPE,
     SSE_HEADERS,
@@ -44,6 +43,9 @@ from gateway.inbound.base import (
     openai_error,
 )
 from gateway.inbound.chat import GATEWAY_FIELDS, chat_request, model_sent, parse_body
+from gateway.inbound.stored import Stored
+from gateway.inbound.stored import load as load_stored
+from gateway.inbound.stored import save as save_stored
 from gateway.kernel.exchange import ChatRequest, RequestError
 from gateway.kernel.text import text_of
 from gateway.kernel.types import KeyPolicy
@@ -417,7 +419,7 @@ class Exchange:
     #: the API key whose response this is (stored responses are scoped to it)
     key_id: int | None = None
     body: dict[str, Any] | None = None
-    previous: stored.Stored | None = None
+    previous: Stored | None = None
     previous_missing: bool = False
     custom: frozenset[str] = frozenset()
     #: this request's own input items, and the conversation before them
@@ -1021,7 +1023,7 @@ class ResponsesWire:
             ex.body = parse_body(raw)
         previous = ex.body.get("previous_response_id") if ex.body else None
         if isinstance(previous, str) and previous:
-            ex.previous = await stored.load(previous, key.id)
+            ex.previous = await load_stored(previous, key.id)
             ex.previous_missing = ex.previous is None
         result = await handle(raw, _Bound(ex), ctx, key)
         reply = self.reply(result, ex)
@@ -1074,7 +1076,7 @@ async def _stored_frames(
 async def _save(ex: Exchange) -> None:
     assert ex.final is not None
     assert ex.key_id is not None
-    await stored.save(
+    await save_stored(
         str(ex.final.get("id") or ex.response_id),
         ex.key_id,
         ex.final,

@@ -83,6 +83,9 @@ class ChatRequest:
     #: upstream to a dialect of that wire (spec 09 §2.5), with ``forward`` headers
     surface: str = "chat"
     original: dict[str, Any] | None = None
+    #: what the upstream is asked: ``chat`` (a completion), or ``embeddings``
+    #: (vectors; spec 09 §5)
+    operation: str = "chat"
     forward: tuple[tuple[str, str], ...] = ()
 
     def passthrough(self) -> Original | None:

@@ -68,6 +68,8 @@ def needed_tokens(body: dict[str, Any]) -> int:
 
 
 def needs(body: dict[str, Any]) -> tuple[Need, ...]:
+    if "messages" not in body and "input" in body:  # an embeddings body (09 §5.2)
+        return (Need("embeddings", "model"),)
     found: list[Need] = []
     if isinstance(body.get("tools"), list) and body["tools"]:
         found.append(Need("tools", "tools"))

@@ -148,15 +148,21 @@ async def attempt(  # noqa: PLR0913
     # the request's own body, unchanged, may go by passthrough (spec 09 §2.5)
     original = run.request.passthrough() if body is run.request.body else None
     try:
-        outcome = await upstream.dispatch(
+        call = upstream.build_call(
             target,
             body,
+            stream=stream,
+            original=original,
+            operation=run.request.operation,
+        )
+        outcome = await upstream.dispatch(
+            target,
+            call,
             stream=stream,
             options=options,
             idle_timeout_ms=run.ctx.table.settings.stream_idle_timeout_ms,
             created=int(started_wall),
             result=progress,
-            original=original,
         )
     except asyncio.CancelledError:
         _cancelled(run, target, index, via, started_wall, progress, cancel(), report)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
+from gateway.dialects import REGISTRY
 from gateway.kernel.facts import Need, needed_tokens, needs
 from gateway.kernel.failover import Item
 from gateway.kernel.types import Target
@@ -22,9 +23,17 @@ from gateway.pipeline.health import conn_key
 from providers.health import Skip, board
 
 
+def _embeds(target: Target) -> bool:
+    return REGISTRY[target.provider.kind].embeddings
+
+
 def unmet_param(target: Target, wanted: Callable[[], Iterable[Need]]) -> str | None:
-    """The request field of the first capability the model is known to lack."""
+    """The request field of the first capability the model is known to lack (for
+    embeddings, also a dialect without them: spec 09 §5.2)."""
     capabilities = target.model.capabilities
+    for need in wanted():
+        if need.capability == "embeddings" and not _embeds(target):
+            return need.param
     if capabilities is None:
         return None
     for need in wanted():

@@ -23,7 +23,7 @@ from gateway.kernel.exchange import ChatRequest, RequestError
 from gateway.kernel.resolve import ModelNotFound, UnknownAutoVariant, resolve
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.limits import admission as limits
-from gateway.pipeline import tiers
+from gateway.pipeline import fit, tiers
 from gateway.pipeline.context import ChatContext
 from gateway.pipeline.loop import run_chain
 from gateway.pipeline.record import RunRecord
@@ -114,6 +114,12 @@ async def handle(
         return _with_tier(refusal(ctx, exc, rec), rec)
     # spec 06 §1.1: a request refused after resolution (limits) logs its route
     rec.route = "chain" if len(chain) > 1 else chain[0].resolved.route
+    if request.operation == "embeddings":
+        unfit = fit.embeddings_refusal(chain, chosen.tier is not None)
+    else:
+        unfit = fit.strict_refusal(ctx.table, request, chain, ctx.headers)
+    if unfit is not None:
+        return _with_tier(refusal(ctx, unfit, rec), rec)
     for warning in chosen.warnings:
         logger.warning("failover defaults: %s", warning)
     if limits.applies(key):  # spec 08 §6: before any upstream call

@@ -209,7 +209,7 @@ async def call_json(
         result.failure = classify_transport(_transport_failure(exc))
         result.error = UpstreamError(message=str(exc) or type(exc).__name__)
     else:
-        _finish_json(result, dialect, response, body, created)
+        _finish_json(result, dialect, response, body, created, call.operation)
     result.latency_s = time.perf_counter() - result.started
     result.upstream_wait_s = result.latency_s
     return result
@@ -221,6 +221,7 @@ def _finish_json(
     response: Any,
     body: bytes,
     created: int,
+    operation: str = "chat",
 ) -> None:
     passthrough = result.passthrough
     status = response.status_code
@@ -231,7 +232,10 @@ def _finish_json(
     result.ratelimit = _ratelimit(dialect, response.headers)
     try:
         payload = jsonload.loads(body)
-        completion = dialect.parse_completion(payload, created=created)
+        if operation == "embeddings":  # the vectors are the answer (09 §5)
+            completion = dialect.parse_embeddings(payload)
+        else:
+            completion = dialect.parse_completion(payload, created=created)
         if passthrough:  # the upstream's own answer, for the client (09 §2.5)
             result.raw = payload
     except (orjson.JSONDecodeError, BadUpstreamResponse) as exc:
@@ -469,25 +473,28 @@ async def open_stream(
     return result
 
 
-async def dispatch(
+def build_call(
     target: Target,
     body: dict[str, Any],
     *,
     stream: bool,
-    options: Options,
-    idle_timeout_ms: int,
-    created: int,
-    result: AttemptResult | None = None,
     original: Original | None = None,
-) -> AttemptResult | OpenStream:
-    """Call ``target`` with ``body``; a stream comes back at its first content token.
-    ``result``: a record the proxy fills as the exchange goes, so a caller whose
-    call is cancelled still knows the status and first-byte time it got.
-    ``original``: the client's own body and wire; a target whose dialect speaks that
-    wire gets it by passthrough (spec 09 §2.5), any other the canonical ``body``."""
+    operation: str = "chat",
+) -> UpstreamCall:
+    """The request for ``target`` in its dialect.  ``original``: the client's own
+    body and wire; a target whose dialect speaks that wire gets it by passthrough
+    (spec 09 §2.5), any other the canonical ``body``.  ``operation``: ``chat`` or
+    ``embeddings`` (09 §5)."""
     dialect = REGISTRY[target.provider.kind]
+    if operation == "embeddings":
+        return dialect.embeddings_request(
+            base_url=target.provider.base_url,
+            api_key=target.connection.api_key,
+            model=target.model.model_id,
+            body=body,
+        )
     if original is not None and dialect.surface == original.surface:
-        call = dialect.passthrough_request(
+        return dialect.passthrough_request(
             base_url=target.provider.base_url,
             api_key=target.connection.api_key,
             model=target.model.model_id,
@@ -495,14 +502,30 @@ async def dispatch(
             stream=stream,
             forward=original.forward,
         )
-    else:
-        call = dialect.build_request(
-            base_url=target.provider.base_url,
-            api_key=target.connection.api_key,
-            model=target.model.model_id,
-            body=body,
-            stream=stream,
-        )
+    return dialect.build_request(
+        base_url=target.provider.base_url,
+        api_key=target.connection.api_key,
+        model=target.model.model_id,
+        body=body,
+        stream=stream,
+    )
+
+
+async def dispatch(
+    target: Target,
+    call: UpstreamCall,
+    *,
+    stream: bool,
+    options: Options,
+    idle_timeout_ms: int,
+    created: int,
+    result: AttemptResult | None = None,
+) -> AttemptResult | OpenStream:
+    """Send ``call`` (``build_call``) to ``target``; a stream comes back at its first
+    content token.  ``result``: a record the proxy fills as the exchange goes, so a
+    caller whose call is cancelled still knows the status and first-byte time it
+    got."""
+    dialect = REGISTRY[target.provider.kind]
     if result is not None:
         result.passthrough = call.passthrough
     client = client_for(target.provider.kind)

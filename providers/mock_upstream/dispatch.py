@@ -122,10 +122,19 @@ def _completion(
         created=int(time.time()),
         is_stream=is_stream,
         wants_usage=isinstance(options, dict) and options.get("include_usage") is True,
-        prompt_tokens=len(orjson.dumps(request.get("messages"))) // CHARS_PER_TOKEN,
+        prompt_tokens=len(orjson.dumps(_prompt(request))) // CHARS_PER_TOKEN,
         record=record,
+        request=request,
     )
     return _reply_for(wire, call, state.script.pick(model))
+
+
+def _prompt(request: Mapping[str, Any]) -> Any:
+    """What the prompt's token count is estimated from, whatever the wire."""
+    for name in ("messages", "input", "prompt"):
+        if name in request:
+            return request[name]
+    return None
 
 
 def _reply_for(wire: _Wire, call: _Call, behaviour: MockBehaviour) -> Reply:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -64,6 +64,8 @@ class _Call:
     wants_usage: bool  # OpenAI stream_options.include_usage
     prompt_tokens: int
     record: Record
+    #: the request body (a wire that answers from it: embeddings, Responses)
+    request: Mapping[str, Any] = field(default_factory=dict)
 
 
 class _Frames(NamedTuple):

@@ -1,7 +1,11 @@
-"""The two wire formats: OpenAI Chat Completions and Anthropic Messages."""
+"""The wire formats the mock answers: OpenAI Chat Completions, Anthropic Messages,
+OpenAI embeddings."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -250,5 +254,64 @@ class _AnthropicWire:
         return _event("error", {"type": "error", "error": dict(error)})
 
 
+EMBEDDING_DIMENSIONS = 8
+
+
+def _vector(text: str, dimensions: int) -> list[float]:
+    """A deterministic unit-ish vector of ``text``: the same input, the same vector."""
+    digest = b""
+    counter = 0
+    while len(digest) < dimensions:
+        digest += hashlib.sha256(f"{counter}:{text}".encode()).digest()
+        counter += 1
+    return [round((byte - 127.5) / 127.5, 6) for byte in digest[:dimensions]]
+
+
+class _EmbeddingsWire:
+    """OpenAI embeddings: one deterministic vector per input item, in input order
+    (``tool_calls``, ``content`` and stream knobs do not apply)."""
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return _OPENAI.error_body(status, message)
+
+    def message(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> dict[str, Any]:
+        request = call.request
+        raw = request.get("input")
+        items = [raw] if isinstance(raw, str) else list(raw or [])
+        if items and all(isinstance(t, int) for t in items):
+            items = [items]  # one list of token ids
+        dimensions = request.get("dimensions")
+        size = dimensions if isinstance(dimensions, int) else EMBEDDING_DIMENSIONS
+        data = []
+        for index, item in enumerate(items):
+            vector = _vector(orjson.dumps(item).decode(), size)
+            embedding: Any = vector
+            if request.get("encoding_format") == "base64":
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                embedding = base64.b64encode(packed).decode()
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        reply: dict[str, Any] = {"object": "list", "data": data, "model": call.model}
+        if behaviour.usage:
+            reply["usage"] = {
+                "prompt_tokens": call.prompt_tokens,
+                "total_tokens": call.prompt_tokens,
+            }
+        return reply
+
+    def stream(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> _Frames:
+        return _Frames(orjson.dumps(self.message(call, behaviour, tokens)), [], b"")
+
+    def stream_error(self, error: Mapping[str, Any]) -> bytes:
+        return b""
+
+
 _OPENAI = _OpenAIWire()
-_WIRES: dict[str, _Wire] = {"/chat/completions": _OPENAI, "/messages": _AnthropicWire()}
+_WIRES: dict[str, _Wire] = {
+    "/chat/completions": _OPENAI,
+    "/messages": _AnthropicWire(),
+    "/embeddings": _EmbeddingsWire(),
+}

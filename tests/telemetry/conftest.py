@@ -114,6 +114,8 @@ def make_attempt_row() -> Callable[..., dict[str, Any]]:
             "billable": True,
             "error_message": None,
             "cooldown_trigger": None,
+            "passthrough": False,
+            "dropped": ["logprobs"],
         }
         row.update(overrides)
         return row

@@ -11,7 +11,7 @@ def test_forgetting_a_provider_removes_its_series_only():
     metrics.bounded(metrics.UPSTREAM_ATTEMPTS, "gone1", "m", "main", "success").inc()
     metrics.bounded(metrics.UPSTREAM_ATTEMPTS, "kept1", "m", "main", "success").inc()
     metrics.bounded(metrics.ROUTING_IN_FLIGHT, "gone1/m@main").inc()
-    metrics.bounded(metrics.REQUESTS, "combo:gonecombo", "none", "200").inc()
+    metrics.bounded(metrics.REQUESTS, "chat", "combo:gonecombo", "none", "200").inc()
     removed = metrics.forget_labels({"gone1", "gonecombo"})
     assert removed == 3
     text = generate_latest().decode()

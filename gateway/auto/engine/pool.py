@@ -21,6 +21,7 @@ from gateway.kernel.types import (
     ComboInfo,
     ConnectionInfo,
     KeyPolicy,
+    ModelInfo,
     ProviderInfo,
     RoutingTable,
     Target,
@@ -105,6 +106,12 @@ def _order_key(target: Target) -> tuple[int, str, str, int]:
     )
 
 
+def embeds_only(model: ModelInfo) -> bool:
+    """An embedding model (catalog capabilities ``[embeddings]``): never a chat
+    candidate of ``auto`` (spec 09 §5.2)."""
+    return model.capabilities is not None and "embeddings" in model.capabilities
+
+
 def _fleet(table: RoutingTable, via: str) -> list[Target]:
     found = [
         Target(provider=provider, model=model, connection=connection, via=via)
@@ -112,7 +119,9 @@ def _fleet(table: RoutingTable, via: str) -> list[Target]:
         for connection in provider.connections
         if usable(provider, connection)
         for model in provider.models.values()
-        if not model.deprecated and provider.serves(model, connection)
+        if not model.deprecated
+        and not embeds_only(model)
+        and provider.serves(model, connection)
     ]
     return sorted(found, key=_order_key)
 
@@ -134,6 +143,8 @@ def servable(table: RoutingTable, route: AutoRoute) -> list[Target]:
         model = provider.models.get(model_id) if provider is not None else None
         if provider is None or model is None or model.deprecated:
             continue  # unknown, or deprecated in the catalog: not servable (§2.1)
+        if embeds_only(model):
+            continue  # an embedding model answers no chat (09 §5.2)
         group = [
             Target(provider=provider, model=model, connection=c, via=route.via)
             for c in provider.connections

@@ -1,0 +1,157 @@
+"""The Embeddings wire: ``POST /v1/embeddings`` (spec 09 §5).
+
+* **Body -> ``ChatRequest``**: the OpenAI embeddings body (``input`` a string, strings,
+  token ids or lists of token ids, 1..2048 items; ``encoding_format``,
+  ``dimensions``, ``user``) validated with its own names, as an ``embeddings``
+  operation: the planner keeps only candidates able to embed (a chat-only model, or
+  a dialect without embeddings, is a ``capability_mismatch`` skip) and the upstream
+  gets one call per attempt, the batch whole.  ``models`` and ``fallback_models``
+  work as on every wire; the pipeline refuses what would pick a model on its own
+  (``auto``, smart aliases, composite combos: ``unsupported_for_endpoint``).
+* **Result -> bytes**: the embeddings list in input order, ``model`` the served one,
+  with the ``omniroute`` report; errors in the OpenAI envelope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.inbound.base import (
+    JSONReply,
+    Pipelined,
+    Reply,
+    bearer_or_api_key,
+    openai_error,
+)
+from gateway.inbound.chat import (
+    GATEWAY_FIELDS,
+    chat_request,
+    json_reply,
+    model_sent,
+    parse_body,
+)
+from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.pipeline.result import Answer, Failure, Result
+
+MAX_INPUTS = 2048
+_FIELDS = ("model", "input", "encoding_format", "dimensions", "user")
+
+
+def _invalid(code: str, param: str, message: str) -> RequestError:
+    return RequestError(400, code, message, param=param)
+
+
+def _is_tokens(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+    )
+
+
+def _check_input(value: Any) -> None:
+    if value is None:
+        raise _invalid("missing_parameter", "input", "'input' is required")
+    if isinstance(value, str):
+        if not value:
+            raise _invalid("invalid_value", "input", "'input' must not be empty")
+        return
+    if not isinstance(value, list):
+        raise _invalid(
+            "invalid_type",
+            "input",
+            "'input' must be a string, a list of strings or a list of token ids",
+        )
+    if not 1 <= len(value) <= MAX_INPUTS:
+        raise _invalid(
+            "invalid_value", "input", f"'input' must hold 1..{MAX_INPUTS} items"
+        )
+    if _is_tokens(value):
+        return
+    for index, item in enumerate(value):
+        if isinstance(item, str) and item:
+            continue
+        if _is_tokens(item):
+            continue
+        raise _invalid(
+            "invalid_type",
+            f"input[{index}]",
+            f"'input[{index}]' must be a non-empty string or a list of token ids",
+        )
+
+
+def _check(body: dict[str, Any]) -> None:
+    _check_input(body.get("input"))
+    fmt = body.get("encoding_format")
+    if fmt is not None and fmt not in ("float", "base64"):
+        raise _invalid(
+            "invalid_value", "encoding_format", "'encoding_format' is float or base64"
+        )
+    dimensions = body.get("dimensions")
+    if dimensions is not None and (
+        isinstance(dimensions, bool)
+        or not isinstance(dimensions, int)
+        or dimensions < 1
+    ):
+        raise _invalid(
+            "invalid_value", "dimensions", "'dimensions' must be an integer >= 1"
+        )
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise _invalid("invalid_type", "user", "'user' must be a string")
+
+
+def parse_embeddings_request(raw: bytes) -> ChatRequest:
+    body = parse_body(raw)
+    _check(body)
+    kept = {k: body[k] for k in (*GATEWAY_FIELDS, *_FIELDS) if k in body}
+    request = chat_request(kept, messages=False)
+    return dataclasses.replace(
+        request, stream=False, surface="embeddings", operation="embeddings"
+    )
+
+
+def ordered(answer: dict[str, Any]) -> dict[str, Any]:
+    """The embeddings list in input order, with the served model."""
+    data = answer.get("data")
+    if isinstance(data, list):
+        answer["data"] = sorted(
+            data, key=lambda item: item.get("index", 0) if isinstance(item, dict) else 0
+        )
+    usage = answer.get("usage")
+    if isinstance(usage, dict) and "total_tokens" not in usage:
+        usage["total_tokens"] = usage.get("prompt_tokens", 0)
+    answer["object"] = "list"
+    return answer
+
+
+class EmbeddingsWire(Pipelined):
+    """``/v1/embeddings``: OpenAI embeddings in and out."""
+
+    paths = frozenset({"/v1/embeddings", "/v1/embeddings/"})
+    surface = "embeddings"
+
+    def credential(self, headers: Mapping[str, str]) -> str | None:
+        return bearer_or_api_key(headers)
+
+    def parse(self, raw: bytes, headers: Mapping[str, str]) -> ChatRequest:
+        return parse_embeddings_request(raw)
+
+    def model_sent(self, raw: bytes) -> str:
+        return model_sent(raw)
+
+    def error(self, failure: Failure) -> JSONReply:
+        return openai_error(failure)
+
+    def render(self, result: Result) -> Reply:
+        if isinstance(result, Answer):
+            payload = {**ordered(result.completion), "omniroute": result.report}
+            return json_reply(result.status, payload, result.headers)
+        if isinstance(result, Failure):
+            return self.error(result)
+        raise AssertionError("an embeddings request never streams")
+
+
+WIRE = EmbeddingsWire()
