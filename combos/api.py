@@ -232,6 +232,7 @@ class ProviderViewSet(ConfigViewSet):
             "slug": instance.slug,
             "kind": instance.kind,
             "base_url": instance.base_url,
+            "wire": instance.wire,
             "models": [_model(m) for m in instance.models.all()],
         }
 
@@ -249,6 +250,7 @@ class ProviderViewSet(ConfigViewSet):
         provider = instance or Provider()
         provider.slug, provider.kind = clean["slug"], clean["kind"]
         provider.base_url = clean["base_url"]
+        provider.wire = clean["wire"]
         provider_services.save_provider(provider)
         if "models" in data:
             keep = []

@@ -88,6 +88,7 @@ _MODEL_FIELDS = (
     "max_output_tokens",
     "capabilities",
     "tier",
+    "wire",
     "position",
 )
 
@@ -109,15 +110,15 @@ def _apply_provider(data: dict[str, Any], report: ImportReport, prune: bool) -> 
     provider = Provider.objects.filter(slug__iexact=data["slug"]).first()
     created = provider is None
     provider = provider or Provider(slug=data["slug"])
-    before = _fields(provider, ("slug", "kind", "base_url"))
+    own = ("slug", "kind", "base_url", "wire")
+    before = _fields(provider, own)
     provider.slug, provider.kind, provider.base_url = (
         data["slug"],
         data["kind"],
         data["base_url"],
     )
-    _upsert(
-        report, "providers", provider, created, before, ("slug", "kind", "base_url")
-    )
+    provider.wire = data.get("wire") or "chat"
+    _upsert(report, "providers", provider, created, before, own)
     for conn_data in data["connections"]:
         connection = Connection.objects.filter(
             provider=provider, name=conn_data["name"]

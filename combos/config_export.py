@@ -66,6 +66,8 @@ def _model(model: Any) -> dict[str, Any]:
             out[name] = value
     if model.tier:
         out["tier"] = model.tier
+    if model.wire:
+        out["wire"] = model.wire
     return out
 
 
@@ -92,6 +94,7 @@ def export_data() -> dict[str, Any]:
             "slug": p.slug,
             "kind": p.kind,
             "base_url": p.base_url,
+            **({"wire": p.wire} if p.wire != "chat" else {}),
             "connections": [
                 _connection(c) for c in p.connections.order_by("priority", "name")
             ],

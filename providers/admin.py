@@ -16,7 +16,13 @@ from providers import (
 )
 from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
-from providers.validation import Checker, validate_connection, validate_model
+from providers.validation import (
+    ALL_WIRES,
+    CAPABILITIES,
+    Checker,
+    validate_connection,
+    validate_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +117,13 @@ class ProviderModelForm(forms.ModelForm):
     capabilities = forms.MultipleChoiceField(
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        choices=[(c, c) for c in ("tools", "vision", "reasoning", "json")],
+        choices=[(c, c) for c in CAPABILITIES],
         help_text="Leave all unchecked for 'unknown' (never filtered out).",
+    )
+    wire = forms.ChoiceField(
+        required=False,
+        choices=[("", "the provider's"), *((w, w) for w in ALL_WIRES)],
+        help_text="A Responses-only model of an OpenAI-compatible provider: responses.",
     )
 
     class Meta:
@@ -128,6 +139,7 @@ class ProviderModelForm(forms.ModelForm):
             "max_output_tokens",
             "capabilities",
             "tier",
+            "wire",
         )
 
     def clean_capabilities(self) -> list[str] | None:
@@ -154,6 +166,7 @@ class ProviderModelForm(forms.ModelForm):
                 "id": data.get("model_id"),
                 **payload,
                 **({"tier": data["tier"]} if data.get("tier") else {}),
+                **({"wire": data["wire"]} if data.get("wire") else {}),
             },
             check,
         )
@@ -205,13 +218,25 @@ class ProviderModelInline(admin.TabularInline):
         "context_window",
         "max_output_tokens",
         "tier",
+        "wire",
     )
 
 
 class ProviderForm(forms.ModelForm):
+    wire = forms.ChoiceField(
+        choices=[(w, w) for w in ALL_WIRES],
+        initial="chat",
+        required=False,
+        help_text="The upstream API of its models: chat (Chat Completions) or, for "
+        "the OpenAI-compatible kind, responses (the Responses API).",
+    )
+
     class Meta:
         model = Provider
-        fields = ("slug", "kind", "base_url")
+        fields = ("slug", "kind", "base_url", "wire")
+
+    def clean_wire(self) -> str:
+        return self.cleaned_data.get("wire") or "chat"
 
     def clean(self) -> dict[str, Any]:
         data = cast(dict[str, Any], super().clean())
@@ -219,7 +244,12 @@ class ProviderForm(forms.ModelForm):
         from providers.validation import validate_provider
 
         validate_provider(
-            {k: data.get(k) for k in ("slug", "kind", "base_url") if data.get(k)}, check
+            {
+                k: data.get(k)
+                for k in ("slug", "kind", "base_url", "wire")
+                if data.get(k)
+            },
+            check,
         )
         _apply_problems(self, check, {})
         slug = data.get("slug")

@@ -16,6 +16,9 @@ class Provider(models.Model):
     slug = models.CharField(max_length=64, unique=True)
     kind = RegistryChoiceField(max_length=16, choices=KIND_CHOICES)
     base_url = models.CharField(max_length=500, blank=True)
+    #: the upstream wire of its models (spec 10 §5): ``chat`` or, for the openai
+    #: kind, ``responses`` (``gateway.dialects.wires_of``)
+    wire = models.CharField(max_length=16, default="chat")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -114,6 +117,8 @@ class ProviderModel(models.Model):
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
     capabilities = models.JSONField(null=True, blank=True, help_text="null = unknown")
     tier = models.CharField(max_length=16, choices=ModelTier.choices, blank=True)
+    #: this model's wire when it differs from its provider's (blank: the provider's)
+    wire = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ("provider__slug", "position", "model_id")

@@ -104,6 +104,7 @@ def apply_model_fields(model: ProviderModel, data: dict[str, Any]) -> None:
     ):
         setattr(model, name, data.get(name))
     model.tier = data.get("tier") or ""
+    model.wire = data.get("wire") or ""
 
 
 @transaction.atomic

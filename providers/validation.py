@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.dialects import REGISTRY
+from gateway.dialects import REGISTRY, WIRES, wires_of
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import compile_glob
@@ -295,7 +295,9 @@ def require_mapping(
 
 # ---------------------------------------------------------------- providers
 
-PROVIDER_KEYS = frozenset({"slug", "kind", "base_url", "connections", "models"})
+PROVIDER_KEYS = frozenset({"slug", "kind", "base_url", "wire", "connections", "models"})
+#: every wire some kind is spoken over (spec 10 §5)
+ALL_WIRES = tuple(dict.fromkeys(wire for _, wire in WIRES))
 CONNECTION_KEYS = frozenset(
     {
         "name",
@@ -319,6 +321,7 @@ MODEL_KEYS = frozenset(
         "max_output_tokens",
         "capabilities",
         "tier",
+        "wire",
     }
 )
 SECRET_MASK = "***"
@@ -339,10 +342,18 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     elif base_url and not re.match(r"^https?://[^\s/]+", base_url):
         check.error("base_url", "must be an http or https URL")
     out: dict[str, Any] = {"slug": slug, "kind": kind, "base_url": base_url or ""}
+    wires = wires_of(kind) if kind is not None else ALL_WIRES
+    out["wire"] = check.choice(data, "wire", wires, default="chat") or "chat"
     out["connections"] = _list_of(
         data, "connections", check, validate_connection, key="name"
     )
     out["models"] = _list_of(data, "models", check, validate_model, key="id")
+    for index, model in enumerate(out["models"]):
+        if model.get("wire") and kind is not None and model["wire"] not in wires:
+            check.error(
+                f"models[{index}].wire",
+                f"must be one of: {', '.join(wires)} (kind '{kind}')",
+            )
     return out
 
 
@@ -440,4 +451,5 @@ def validate_model(data: dict[str, Any], check: Checker) -> dict[str, Any]:
         )
         or ""
     )
+    out["wire"] = check.choice(data, "wire", ALL_WIRES, default="") or ""
     return out

@@ -84,6 +84,7 @@ def _model_info(
         max_output_tokens=row.max_output_tokens,
         capabilities=frozenset(caps) if isinstance(caps, list) else None,
         tier=row.tier or None,
+        wire=row.wire or None,
     )
     if catalog is None:
         return info
@@ -143,6 +144,7 @@ def _providers() -> dict[str, ProviderInfo]:
             slug=slug,
             kind=kind,
             base_url=MOCK_BASE_URL if REGISTRY[kind].in_process else provider.base_url,
+            wire=provider.wire or "chat",
             connections=conns,
             models=MappingProxyType(catalog),
             models_lower=MappingProxyType({k: tuple(v) for k, v in lower.items()}),

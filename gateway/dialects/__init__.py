@@ -2,7 +2,9 @@
 
 ``REGISTRY`` is the only list of provider kinds: ``Provider.kind``'s choices, the
 validators, the catalog, the auto engine and the upstream client all derive from
-what each dialect declares (``base.Dialect``).
+what each dialect declares (``base.Dialect``).  ``WIRES`` holds the other wires a
+kind can be spoken over (``wire: responses`` of the ``openai`` kind, spec 10 §5),
+one line each; ``dialect_of(target)`` picks a target's dialect.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from gateway.dialects.base import (
     UpstreamCall,
 )
 from gateway.dialects.openai import MockDialect, OpenAIDialect
+from gateway.dialects.openai_responses import (
+    MockResponsesDialect,
+    OpenAIResponsesDialect,
+)
+from gateway.kernel.types import Target
 
 _DIALECTS: tuple[Dialect, ...] = (
     OpenAIDialect(),
@@ -30,13 +37,45 @@ _DIALECTS: tuple[Dialect, ...] = (
 #: provider kind -> its dialect
 REGISTRY: Mapping[str, Dialect] = MappingProxyType({d.kind: d for d in _DIALECTS})
 
+_OTHER_WIRES: tuple[Dialect, ...] = (
+    OpenAIResponsesDialect(),
+    MockResponsesDialect(),
+)
+
+#: (kind, wire) -> its dialect, for every wire of every kind (``chat``: the kind's own)
+WIRES: Mapping[tuple[str, str], Dialect] = MappingProxyType(
+    {
+        **{(d.kind, "chat"): d for d in _DIALECTS},
+        **{(d.kind, d.wire): d for d in _OTHER_WIRES},
+    }
+)
+
+
+def wires_of(kind: str) -> tuple[str, ...]:
+    """The ``wire`` values a provider of ``kind`` accepts, ``chat`` first."""
+    return tuple(wire for (k, wire) in WIRES if k == kind)
+
+
+def dialect_for(kind: str, wire: str | None = None) -> Dialect:
+    """The dialect of ``kind`` over ``wire`` (None or unknown: the kind's own)."""
+    return WIRES.get((kind, wire or "chat")) or REGISTRY[kind]
+
+
+def dialect_of(target: Target) -> Dialect:
+    """A target's dialect: its model's ``wire``, else its provider's (spec 10 §5)."""
+    return dialect_for(target.provider.kind, target.model.wire or target.provider.wire)
+
 
 __all__ = [
     "RAW",
     "REGISTRY",
+    "WIRES",
     "BadUpstreamResponse",
     "Dialect",
     "StreamErrorEvent",
     "StreamTranslator",
     "UpstreamCall",
+    "dialect_for",
+    "dialect_of",
+    "wires_of",
 ]

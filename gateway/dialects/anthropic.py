@@ -541,7 +541,8 @@ class AnthropicDialect:
     reasoning_effort = False
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
-    surface = "messages"
+    surfaces = frozenset({"messages"})
+    wire = "chat"
     embeddings = False
 
     def build_request(
@@ -577,6 +578,7 @@ class AnthropicDialect:
         body: JSON,
         stream: bool,
         forward: tuple[tuple[str, str], ...],
+        surface: str = "messages",
     ) -> UpstreamCall:
         """A Messages request as the client sent it: only ``model`` changes, and the
         client's ``anthropic-version`` and ``anthropic-beta`` go along (09 §2.5)."""

@@ -110,9 +110,12 @@ class Dialect(Protocol):
     in_process: bool
     #: the response headers that carry its rate-limit readings (03 §8.5)
     ratelimit_prefixes: tuple[str, ...]
-    #: the client wire it speaks itself (``chat``, ``messages``): a request of that
-    #: wire goes to it by passthrough (spec 09 §2.5)
-    surface: str
+    #: the client wires it speaks itself (``chat``, ``messages``, ``responses``,
+    #: ``completions``): a request of one goes to it by passthrough (spec 09 §2.5)
+    surfaces: frozenset[str]
+    #: the ``wire`` setting that selects it for its kind (``chat``: the kind's own;
+    #: spec 10 §5)
+    wire: str
     #: answers embeddings requests (spec 09 §5.2: else a ``capability_mismatch``)
     embeddings: bool
 
@@ -146,8 +149,10 @@ class Dialect(Protocol):
         body: JSON,
         stream: bool,
         forward: tuple[tuple[str, str], ...],
+        surface: str,
     ) -> UpstreamCall:
-        """The client's own body aimed at ``model``, with its ``forward`` headers."""
+        """The client's own body of wire ``surface`` (one of ``surfaces``) aimed at
+        ``model``, with its ``forward`` headers."""
         ...
 
     def embeddings_request(

@@ -3,7 +3,9 @@
 The body is passed through with only ``model`` replaced by the upstream's model id
 and, for streams, ``stream_options.include_usage`` forced on so the gateway always
 learns the usage (spec 06 §1.3); the proxy hides the usage-only chunk from clients
-that did not ask for it.
+that did not ask for it.  A legacy Completions request (spec 09 §6) goes to
+``/completions`` by passthrough; its ``text_completion`` answers and chunks are read
+as chat ones (``choices[].text`` as the content, ``logprobs`` kept).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gateway.dialects.base import (
     JSON,
     BadUpstreamResponse,
     StreamErrorEvent,
+    StreamTranslator,
     UpstreamCall,
     endpoint_url,
 )
@@ -42,6 +45,37 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
     return UpstreamError(message=text[:2000])
 
 
+def _as_chat_choice(choice: Any, *, stream: bool) -> Any:
+    if not isinstance(choice, dict):
+        return choice
+    text = choice.get("text")
+    out = {
+        "index": choice.get("index", 0),
+        ("delta" if stream else "message"): (
+            {"content": text}
+            if stream
+            else {"role": "assistant", "content": text if isinstance(text, str) else ""}
+        ),
+        "finish_reason": choice.get("finish_reason"),
+    }
+    if choice.get("logprobs") is not None:
+        out["logprobs"] = choice["logprobs"]
+    return out
+
+
+def text_completion_as_chat(payload: JSON, *, stream: bool) -> JSON:
+    """A legacy ``text_completion`` object or chunk in the chat shape (a new dict)."""
+    choices = payload.get("choices")
+    return {
+        **payload,
+        "object": "chat.completion.chunk" if stream else "chat.completion",
+        "choices": [
+            _as_chat_choice(c, stream=stream)
+            for c in (choices if isinstance(choices, list) else ())
+        ],
+    }
+
+
 class OpenAIStreamTranslator:
     __slots__ = ("_finished",)
 
@@ -63,6 +97,8 @@ class OpenAIStreamTranslator:
             return []
         if data.get("error") is not None:
             raise StreamErrorEvent(error_from_payload(data, ""))
+        if data.get("object") == "text_completion":  # a legacy passthrough (09 §6)
+            return [text_completion_as_chat(data, stream=True)]
         return [data]
 
 
@@ -74,7 +110,8 @@ class OpenAIDialect:
     reasoning_effort = True
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
-    surface = "chat"
+    surfaces = frozenset({"chat", "completions"})
+    wire = "chat"
     embeddings = True
 
     def build_request(
@@ -93,26 +130,33 @@ class OpenAIDialect:
             options = dict(options) if isinstance(options, dict) else {}
             options["include_usage"] = True
             upstream["stream_options"] = options
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/chat/completions"),
+            headers=self.headers(api_key),
+            body=upstream,
+        )
+
+    @staticmethod
+    def headers(api_key: str | None) -> dict[str, str]:
         headers = {"content-type": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
-        return UpstreamCall(
-            url=endpoint_url(base_url, "/chat/completions"),
-            headers=headers,
-            body=upstream,
-        )
+        return headers
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
         if not isinstance(payload, dict):
             raise BadUpstreamResponse("completion is not a JSON object")
         if payload.get("error") is not None:
             raise BadUpstreamResponse("completion carries an error object")
-        choices = payload.get("choices")
+        completion: JSON = payload
+        if payload.get("object") == "text_completion":  # a legacy passthrough
+            completion = text_completion_as_chat(payload, stream=False)
+        choices = completion.get("choices")
         if not isinstance(choices, list) or not choices:
             raise BadUpstreamResponse("completion has no choices")
-        if not isinstance(payload.get("created"), int):
-            payload["created"] = created
-        return payload
+        if not isinstance(completion.get("created"), int):
+            completion["created"] = created
+        return completion
 
     def passthrough_request(
         self,
@@ -123,21 +167,28 @@ class OpenAIDialect:
         body: JSON,
         stream: bool,
         forward: tuple[tuple[str, str], ...],
+        surface: str = "chat",
     ) -> UpstreamCall:
-        """A chat request already is this dialect's: the same as ``build_request``."""
-        return self.build_request(
+        """A chat request already is this dialect's: the same as ``build_request``;
+        a legacy Completions one goes to ``/completions`` as sent (09 §6)."""
+        call = self.build_request(
             base_url=base_url, api_key=api_key, model=model, body=body, stream=stream
+        )
+        if surface != "completions":
+            return call
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/completions"),
+            headers=call.headers,
+            body=call.body,
+            passthrough=True,
         )
 
     def embeddings_request(
         self, *, base_url: str, api_key: str | None, model: str, body: JSON
     ) -> UpstreamCall:
-        headers = {"content-type": "application/json"}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
         return UpstreamCall(
             url=endpoint_url(base_url, "/embeddings"),
-            headers=headers,
+            headers=self.headers(api_key),
             body={**body, "model": model},
             operation="embeddings",
         )
@@ -145,9 +196,7 @@ class OpenAIDialect:
     def parse_embeddings(self, payload: Any) -> JSON:
         return parse_embeddings_reply(payload)
 
-    def stream_translator(
-        self, *, created: int, raw: bool = False
-    ) -> OpenAIStreamTranslator:
+    def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:
         return OpenAIStreamTranslator()
 
     def parse_error(self, payload: Any, text: str) -> UpstreamError:

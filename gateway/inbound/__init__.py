@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gateway.inbound import chat, classic, embeddings, messages, responses
+from gateway.inbound import chat, classic, completions, embeddings, messages, responses
 from gateway.inbound.base import Wire
 
 _WIRES: tuple[Wire, ...] = (
@@ -20,6 +20,7 @@ _WIRES: tuple[Wire, ...] = (
     messages.COUNT_TOKENS,
     responses.WIRE,
     embeddings.WIRE,
+    completions.WIRE,
 )
 
 #: request path -> its wire

@@ -430,18 +430,26 @@ class ChatStream:
             )
         return frames
 
-    def end(self, end: StreamEnd) -> bytes:
-        base: dict[str, Any] = {
+    def base(self, end: StreamEnd) -> dict[str, Any]:
+        """The identity fields of a chunk the gateway adds at the end."""
+        return {
             "id": end.chunk_id,
             "object": "chat.completion.chunk",
             "created": end.created,
             "model": end.model,
         }
+
+    def empty_choice(self, finish: str) -> dict[str, Any]:
+        """A choice that adds no content, only ``finish``."""
+        return {"index": 0, "delta": {}, "finish_reason": finish}
+
+    def end(self, end: StreamEnd) -> bytes:
+        base = self.base(end)
         if end.error is not None:
             frames = [] if self.held is None else [sse_frame(self.held)]
             last = {
                 **base,
-                "choices": [{"index": 0, "delta": {}, "finish_reason": "error"}],
+                "choices": [self.empty_choice("error")],
                 "error": end.error,
                 "omniroute": end.report,
             }
@@ -453,10 +461,7 @@ class ChatStream:
             if end.usage is not None:
                 last["usage"] = end.usage  # the whole answer's (a composite sums it)
         else:
-            last = self.held or {
-                **base,
-                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-            }
+            last = self.held or {**base, "choices": [self.empty_choice("stop")]}
         last["omniroute"] = end.report
         return sse_frame(last) + DONE_FRAME
 

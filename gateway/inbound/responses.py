@@ -464,7 +464,8 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
         for k, v in body.items()
         if k not in GATEWAY_FIELDS and k != "previous_response_id"
     }
-    own["input"] = [*ex.context, *ex.own_input]
+    if ex.context:  # a conversation goes upstream whole (09 §3.4)
+        own["input"] = [*ex.context, *ex.own_input]
     own["store"] = False  # 09 §3.4: upstream calls never store
     return dataclasses.replace(
         request, dropped=tuple(dropped), surface="responses", original=own

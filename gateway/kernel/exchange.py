@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.kernel.chain import EntrySpec
+from gateway.kernel.facts import Need
 
 
 class RequestError(Exception):
@@ -87,6 +88,15 @@ class ChatRequest:
     #: (vectors; spec 09 §5)
     operation: str = "chat"
     forward: tuple[tuple[str, str], ...] = ()
+    #: the field only a passthrough carries whole (several legacy prompts: 09 §6);
+    #: a candidate whose dialect does not speak ``surface`` is then skipped
+    passthrough_only: str | None = None
+
+    def surface_needs(self) -> tuple[Need, ...]:
+        """What the request needs of a candidate's dialect itself."""
+        if self.passthrough_only is None:
+            return ()
+        return (Need(self.surface, self.passthrough_only),)
 
     def passthrough(self) -> Original | None:
         """The client's own body, when its wire is not the canonical one."""

@@ -52,6 +52,9 @@ class ModelInfo:
     #: the catalog's context tiers, ascending by size; empty when the operator
     #: priced the model (an operator price is the whole price)
     price_tiers: tuple[PriceTier, ...] = ()
+    #: the upstream wire this model is spoken over, when it differs from its
+    #: provider's (``responses``: a Responses-only model; spec 10 §5)
+    wire: str | None = None
 
     @property
     def key(self) -> str:
@@ -77,6 +80,8 @@ class ProviderInfo:
     #: the provider kind: a key of ``gateway.dialects.REGISTRY``
     kind: str
     base_url: str
+    #: the upstream wire of its models: ``chat`` (the kind's own) or ``responses``
+    wire: str = "chat"
     #: active connections only, ordered by priority, then name
     connections: tuple[ConnectionInfo, ...] = ()
     #: servable models by exact id, in catalog order

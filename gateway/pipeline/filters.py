@@ -15,29 +15,32 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from gateway.dialects import REGISTRY
+from gateway.dialects import dialect_of
 from gateway.kernel.facts import Need, needed_tokens, needs
 from gateway.kernel.failover import Item
 from gateway.kernel.types import Target
 from gateway.pipeline.health import conn_key
 from providers.health import Skip, board
 
-
-def _embeds(target: Target) -> bool:
-    return REGISTRY[target.provider.kind].embeddings
+#: needs met by a dialect that speaks that client wire, not by the model
+SURFACE_NEEDS = frozenset({"completions"})
 
 
 def unmet_param(target: Target, wanted: Callable[[], Iterable[Need]]) -> str | None:
     """The request field of the first capability the model is known to lack (for
-    embeddings, also a dialect without them: spec 09 §5.2)."""
+    embeddings, also a dialect without them: spec 09 §5.2; for a client wire's
+    surface, a dialect that does not speak it: 09 §6)."""
     capabilities = target.model.capabilities
+    dialect = dialect_of(target)
     for need in wanted():
-        if need.capability == "embeddings" and not _embeds(target):
+        if need.capability == "embeddings" and not dialect.embeddings:
+            return need.param
+        if need.capability in SURFACE_NEEDS and need.capability not in dialect.surfaces:
             return need.param
     if capabilities is None:
         return None
     for need in wanted():
-        if need.capability not in capabilities:
+        if need.capability not in capabilities and need.capability not in SURFACE_NEEDS:
             return need.param
     return None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.dialects import REGISTRY
+from gateway.dialects import dialect_for
 from gateway.kernel.chain import Slot
 from gateway.kernel.exchange import ChatRequest, RequestError
 from gateway.kernel.resolve import RouteKind
@@ -54,7 +54,10 @@ def _carried(table: RoutingTable, chain: Sequence[Slot], surface: str) -> bool:
             return False
         for model in resolved.models:
             provider = table.providers.get(model.provider)
-            if provider is None or REGISTRY[provider.kind].surface != surface:
+            if provider is None:
+                return False
+            dialect = dialect_for(provider.kind, model.wire or provider.wire)
+            if surface not in dialect.surfaces:
                 return False
     return True
 

@@ -129,7 +129,7 @@ class Run:
 
     def needs(self) -> tuple[Need, ...]:
         if self._needs is None:
-            self._needs = needs(self.request.body)
+            self._needs = (*self.request.surface_needs(), *needs(self.request.body))
         return self._needs
 
     def options(self, slot: Slot, target: Target) -> Options:
@@ -259,8 +259,9 @@ class Run:
             needed, wanted = self.needed, self.needs
             if slot in self.auto:
                 # an auto slot's pool passed the engine's capability filter, which
-                # fails open (spec 04 §2.3 F6): the upstream decides, not a skip here
-                wanted = tuple
+                # fails open (spec 04 §2.3 F6): the upstream decides, not a skip here;
+                # what only a dialect of the client's wire carries still applies
+                wanted = self.request.surface_needs
         else:
             needed = lambda: needed_tokens(body)  # noqa: E731
             wanted = lambda: needs(body)  # noqa: E731

@@ -28,11 +28,11 @@ import orjson
 
 from gateway import jsonload
 from gateway.dialects import (
-    REGISTRY,
     BadUpstreamResponse,
     Dialect,
     StreamErrorEvent,
     UpstreamCall,
+    dialect_of,
 )
 from gateway.kernel.chain import Options
 from gateway.kernel.errors import (
@@ -485,7 +485,7 @@ def build_call(
     body and wire; a target whose dialect speaks that wire gets it by passthrough
     (spec 09 §2.5), any other the canonical ``body``.  ``operation``: ``chat`` or
     ``embeddings`` (09 §5)."""
-    dialect = REGISTRY[target.provider.kind]
+    dialect = dialect_of(target)
     if operation == "embeddings":
         return dialect.embeddings_request(
             base_url=target.provider.base_url,
@@ -493,7 +493,7 @@ def build_call(
             model=target.model.model_id,
             body=body,
         )
-    if original is not None and dialect.surface == original.surface:
+    if original is not None and original.surface in dialect.surfaces:
         return dialect.passthrough_request(
             base_url=target.provider.base_url,
             api_key=target.connection.api_key,
@@ -501,6 +501,7 @@ def build_call(
             body=original.body,
             stream=stream,
             forward=original.forward,
+            surface=original.surface,
         )
     return dialect.build_request(
         base_url=target.provider.base_url,
@@ -525,7 +526,7 @@ async def dispatch(
     content token.  ``result``: a record the proxy fills as the exchange goes, so a
     caller whose call is cancelled still knows the status and first-byte time it
     got."""
-    dialect = REGISTRY[target.provider.kind]
+    dialect = dialect_of(target)
     if result is not None:
         result.passthrough = call.passthrough
     client = client_for(target.provider.kind)

@@ -1,5 +1,6 @@
 """The wire formats the mock answers: OpenAI Chat Completions, Anthropic Messages,
-OpenAI embeddings."""
+OpenAI embeddings; OpenAI Responses (``wire_responses``), legacy Completions and
+Anthropic count_tokens (``wire_legacy``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from providers.mock_upstream.reply import (
     _error_kind,
     _Frames,
 )
+from providers.mock_upstream.wire_legacy import COMPLETIONS, COUNT_TOKENS
+from providers.mock_upstream.wire_responses import RESPONSES
 
 
 class _Wire(Protocol):
@@ -314,4 +317,7 @@ _WIRES: dict[str, _Wire] = {
     "/chat/completions": _OPENAI,
     "/messages": _AnthropicWire(),
     "/embeddings": _EmbeddingsWire(),
+    "/responses": RESPONSES,
+    "/completions": COMPLETIONS,
+    "/messages/count_tokens": COUNT_TOKENS,
 }

@@ -385,3 +385,30 @@ def test_without_the_mapping_the_same_string_is_unknown(
 
     assert len(problems) == 1
     assert problems[0].startswith("api_keys[0].failover_defaults.models[0]:")
+
+
+def test_a_providers_and_a_models_wire_round_trip(tmp_path: Path) -> None:
+    source = tmp_path / "wire.yaml"
+    source.write_text(
+        """
+providers:
+  - slug: oai
+    kind: openai
+    wire: responses
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main}]
+    models: [{id: m1}, {id: chatty, wire: chat}]
+  - slug: plain
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    connections: [{name: main}]
+    models: [{id: m2, wire: responses}]
+"""
+    )
+    call_command("import_config", str(source), stdout=io.StringIO())
+    exported = {p["slug"]: p for p in export_data()["providers"]}
+    assert exported["oai"]["wire"] == "responses"
+    assert [m.get("wire") for m in exported["oai"]["models"]] == [None, "chat"]
+    assert "wire" not in exported["plain"]
+    assert exported["plain"]["models"][0]["wire"] == "responses"
+    assert Provider.objects.get(slug="plain").wire == "chat"

@@ -344,3 +344,30 @@ def test_an_integral_float_is_stored_as_the_integer_it_is() -> None:
     data = {"maxAttempts": 2.0}
     assert Checker("").integer(data, "maxAttempts", 1, 10) == 2
     assert type(data["maxAttempts"]) is int  # what is saved is 2, not 2.0
+
+
+# --- wire (spec 10 §5) ---------------------------------------------------------------
+
+
+def test_the_wire_defaults_to_chat_and_openai_may_speak_responses(check_provider):
+    clean, problems = check_provider()
+    assert (clean["wire"], problems) == ("chat", [])
+    clean, problems = check_provider(
+        wire="responses", models=[{"id": "m", "wire": "chat"}]
+    )
+    assert problems == []
+    assert clean["wire"] == "responses"
+    assert clean["models"][0]["wire"] == "chat"
+
+
+def test_a_wire_the_kind_does_not_speak_is_named(check_provider):
+    _, problems = check_provider(kind="anthropic", wire="responses")
+    assert problems == ["providers[0].wire: must be one of: chat"]
+    _, problems = check_provider(
+        kind="anthropic", models=[{"id": "m", "wire": "responses"}]
+    )
+    assert problems == [
+        "providers[0].models[0].wire: must be one of: chat (kind 'anthropic')"
+    ]
+    _, problems = check_provider(models=[{"id": "m", "wire": "grpc"}])
+    assert problems == ["providers[0].models[0].wire: must be one of: chat, responses"]
