@@ -543,6 +543,7 @@ class AnthropicDialect:
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
     surfaces = frozenset({"messages"})
     wire = "chat"
+    counts_tokens = True
     embeddings = False
 
     def build_request(
@@ -605,6 +606,33 @@ class AnthropicDialect:
         self, *, base_url: str, api_key: str | None, model: str, body: JSON
     ) -> UpstreamCall:
         raise NotImplementedError("Anthropic has no embeddings API")
+
+    def count_tokens_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        forward: tuple[tuple[str, str], ...],
+    ) -> UpstreamCall:
+        """The client's count_tokens body as sent (only ``model`` changes), with its
+        ``anthropic-version`` and ``anthropic-beta`` (09 §4.5)."""
+        call = self.passthrough_request(
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            body=body,
+            stream=False,
+            forward=forward,
+        )
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/messages/count_tokens"),
+            headers=call.headers,
+            body=call.body,
+            passthrough=True,
+            operation="count_tokens",
+        )
 
     def parse_embeddings(self, payload: Any) -> JSON:
         raise BadUpstreamResponse("Anthropic has no embeddings API")

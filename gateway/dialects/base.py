@@ -118,6 +118,8 @@ class Dialect(Protocol):
     wire: str
     #: answers embeddings requests (spec 09 §5.2: else a ``capability_mismatch``)
     embeddings: bool
+    #: counts a Messages prompt's tokens itself (spec 09 §4.5)
+    counts_tokens: bool
 
     def build_request(
         self,
@@ -160,6 +162,19 @@ class Dialect(Protocol):
     ) -> UpstreamCall:
         """An OpenAI embeddings ``body`` aimed at ``model`` (only where
         ``embeddings``)."""
+        ...
+
+    def count_tokens_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        forward: tuple[tuple[str, str], ...],
+    ) -> UpstreamCall:
+        """A Messages ``count_tokens`` body aimed at ``model`` (only where
+        ``counts_tokens``); the 2xx answer is ``{"input_tokens": n}``."""
         ...
 
     def parse_embeddings(self, payload: Any) -> JSON:

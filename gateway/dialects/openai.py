@@ -112,6 +112,7 @@ class OpenAIDialect:
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
     surfaces = frozenset({"chat", "completions"})
     wire = "chat"
+    counts_tokens = False
     embeddings = True
 
     def build_request(
@@ -192,6 +193,17 @@ class OpenAIDialect:
             body={**body, "model": model},
             operation="embeddings",
         )
+
+    def count_tokens_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        forward: tuple[tuple[str, str], ...],
+    ) -> UpstreamCall:
+        raise NotImplementedError("an OpenAI-compatible API counts no tokens")
 
     def parse_embeddings(self, payload: Any) -> JSON:
         return parse_embeddings_reply(payload)

@@ -185,6 +185,7 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
             code="method_not_allowed",
             message="Use POST",
             error_type="invalid_request_error",
+            headers=[(b"allow", b"POST")],  # spec 09 §1
         )
         await send_json(send, wire.error(failure))
         return

@@ -43,6 +43,7 @@ from gateway.kernel.facts import input_tokens
 from gateway.kernel.text import text_of
 from gateway.kernel.types import KeyPolicy
 from gateway.pipeline.context import ChatContext
+from gateway.pipeline.counting import count_upstream
 from gateway.pipeline.handle import chain_entries
 from gateway.pipeline.report import refusal
 from gateway.pipeline.result import Answer, Failure, Result, Streamed, StreamEnd
@@ -715,9 +716,12 @@ class MessagesWire(Pipelined):
 
 
 class CountTokensWire(MessagesWire):
-    """``/v1/messages/count_tokens`` (spec 09 §4.5): the prompt's input tokens, counted
-    here with the estimator of the context-window checks; the model must resolve
-    for the key as on ``/v1/messages``.  Not billed, not logged, no limit consumed."""
+    """``/v1/messages/count_tokens`` (spec 09 §4.5): the prompt's input tokens, from
+    the first candidate whose upstream counts tokens itself (an Anthropic-kind one,
+    by passthrough, the next on a failover trigger), else counted here with the
+    estimator of the context-window checks (``X-OmniRoute-Token-Count:
+    estimated``); the model must resolve for the key as on ``/v1/messages``.  Not
+    billed, no limit consumed."""
 
     paths = frozenset({"/v1/messages/count_tokens", "/v1/messages/count_tokens/"})
     surface = "count_tokens"
@@ -729,9 +733,19 @@ class CountTokensWire(MessagesWire):
         try:
             request = self.parse(raw, ctx.headers)
             chosen = chain_entries(ctx.table, key, request, {}, ctx.start_run(key))
-            build_chain(ctx.table, key, chosen.entries, explicit=True, warnings=[])
+            chain = build_chain(
+                ctx.table, key, chosen.entries, explicit=True, warnings=[]
+            )
         except (RequestError, ChainError) as exc:
             return self.error(refusal(ctx, exc, None))
+        counted = await count_upstream(ctx.table, chain, request)
+        if counted is not None:  # an Anthropic-kind candidate counted it (09 §4.5)
+            served = counted.target.model.key.encode()
+            return JSONReply(
+                status=200,
+                body=orjson.dumps({"input_tokens": counted.input_tokens}),
+                headers=[JSON_CONTENT_TYPE, (b"x-omniroute-served-model", served)],
+            )
         count = input_tokens(request.body.get("messages"))
         return JSONReply(
             status=200,

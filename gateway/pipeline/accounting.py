@@ -64,18 +64,22 @@ def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     return input_tokens(body.get("messages")) + math.ceil(tool_chars / 4)
 
 
-def _prices(model: ModelInfo, prompt: int) -> PriceTier | None:
+def _prices(model: ModelInfo, prompt: int, completion: int) -> PriceTier | None:
     """The prices of an attempt with ``prompt`` tokens: the largest catalog context
-    tier whose size the prompt exceeds, else the model's own (None: unpriced)."""
+    tier whose size the prompt exceeds, else the model's own (None: unpriced).  An
+    answer without output tokens (embeddings, 09 §5.1) needs only the input price."""
     exceeded = [tier for tier in model.price_tiers if prompt > tier.size]
     if exceeded:
         return exceeded[-1]
-    if model.input_cost is None or model.output_cost is None:
+    output_cost = model.output_cost
+    if output_cost is None and completion == 0:
+        output_cost = 0.0
+    if model.input_cost is None or output_cost is None:
         return None
     return PriceTier(
         size=0,
         input_cost=model.input_cost,
-        output_cost=model.output_cost,
+        output_cost=output_cost,
         cache_read_cost=model.cache_read_cost,
         cache_write_cost=model.cache_write_cost,
     )
@@ -84,7 +88,7 @@ def _prices(model: ModelInfo, prompt: int) -> PriceTier | None:
 def cost_usd(model: ModelInfo, numbers: tuple[int, int, int, int]) -> Decimal | None:
     """Spec 06 §1.3; an unknown price gives None, never 0."""
     prompt, completion, cached, write = numbers
-    prices = _prices(model, prompt)
+    prices = _prices(model, prompt, completion)
     if prices is None:
         return None
     cache_read = (

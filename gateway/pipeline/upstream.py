@@ -234,6 +234,8 @@ def _finish_json(
         payload = jsonload.loads(body)
         if operation == "embeddings":  # the vectors are the answer (09 §5)
             completion = dialect.parse_embeddings(payload)
+        elif operation == "count_tokens":  # the count is the answer (09 §4.5)
+            completion = _token_count(payload)
         else:
             completion = dialect.parse_completion(payload, created=created)
         if passthrough:  # the upstream's own answer, for the client (09 §2.5)
@@ -245,6 +247,13 @@ def _finish_json(
     result.completion = completion
     usage = completion.get("usage")
     result.usage = usage if isinstance(usage, dict) else None
+
+
+def _token_count(payload: Any) -> dict[str, Any]:
+    count = payload.get("input_tokens") if isinstance(payload, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise BadUpstreamResponse("count_tokens reply has no input_tokens")
+    return {"input_tokens": count}
 
 
 def is_content_chunk(chunk: dict[str, Any]) -> bool:

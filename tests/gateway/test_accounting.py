@@ -217,3 +217,12 @@ def test_more_cached_than_prompt_tokens_never_goes_negative(make_model):
 )
 def test_unknown_price_gives_none_never_zero(make_model, prices):
     assert cost_usd(make_model(**prices), (1000, 100, 0, 0)) is None
+
+
+def test_an_answer_without_output_needs_only_the_input_price(make_model):
+    """Embeddings (spec 09 §5.1): billed at the input price; with output tokens an
+    unknown output price still leaves the cost unknown."""
+    model = make_model(input_cost=0.02, output_cost=None)
+
+    assert cost_usd(model, (1000, 0, 0, 0)) == Decimal("0.0000200000")
+    assert cost_usd(model, (1000, 5, 0, 0)) is None

@@ -93,6 +93,9 @@ def test_vectors_come_back_in_input_order_with_the_report(
     row = embedding_models.requests_log()[-1]
     assert row["endpoint"] == "embeddings"
     assert row["served_model"] == "pe/e1"
+    # billed at the input price alone (09 §5.1; e1 has no output price)
+    expected = answer.usage.prompt_tokens * 0.02 / 1e6
+    assert float(row["cost_usd"]) == pytest.approx(expected)
 
 
 def test_base64_and_dimensions_pass_through(oai, upstream):

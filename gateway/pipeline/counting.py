@@ -1,0 +1,99 @@
+"""``count_tokens`` upstream (spec 09 §4.5): the chain's candidates in declared order
+(combos and ``auto`` ids as ``plan_targets`` lists them, without planning, so no
+strategy state moves), the first whose dialect counts tokens itself asked by
+passthrough, the next such one on a failover trigger.  Not billed, no limits, no
+health fed: a count is not an answer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.dialects import dialect_of
+from gateway.kernel.chain import Slot, plan_targets
+from gateway.kernel.errors import RETRYABLE_REASONS
+from gateway.kernel.exchange import ChatRequest
+from gateway.kernel.types import RoutingTable, Target
+from gateway.pipeline import upstream
+from gateway.pipeline.health import conn_key
+from providers.health import board
+from providers.http import client_for
+
+#: upstream counts tried before the gateway counts itself
+MAX_COUNT_CALLS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    input_tokens: int
+    target: Target
+
+
+def counters(table: RoutingTable, chain: Sequence[Slot]) -> list[Target]:
+    """The chain's candidates whose dialect counts tokens, in order, each once."""
+    found: list[Target] = []
+    seen: set[str] = set()
+    warnings: list[str] = []
+    for slot in chain:
+        for target in plan_targets(table, slot, warnings):
+            if target.key in seen or not dialect_of(target).counts_tokens:
+                continue
+            seen.add(target.key)
+            found.append(target)
+    return found
+
+
+def _usable(target: Target, now: float) -> bool:
+    """Not cooling, open, disabled or busy right now (a count never probes)."""
+    skip = board.skip_reason(
+        conn_key(target), target.model.model_id, target.connection.max_concurrency, now
+    )
+    return skip is None
+
+
+async def count_upstream(
+    table: RoutingTable, chain: Sequence[Slot], request: ChatRequest
+) -> Counted | None:
+    """The first upstream count of the chain's counting candidates, or None."""
+    original = request.passthrough()
+    if original is None:
+        return None
+    timeout_s = table.settings.attempt_timeout_ms / 1000
+    calls = 0
+    for target in counters(table, chain):
+        if calls >= MAX_COUNT_CALLS:
+            break
+        if not _usable(target, time.time()):
+            continue
+        calls += 1
+        dialect = dialect_of(target)
+        call = dialect.count_tokens_request(
+            base_url=target.provider.base_url,
+            api_key=target.connection.api_key,
+            model=target.model.model_id,
+            body=_without_output_fields(original.body),
+            forward=original.forward,
+        )
+        result = await upstream.call_json(
+            client_for(target.provider.kind),
+            dialect,
+            call,
+            timeout_s=timeout_s,
+            created=int(time.time()),
+        )
+        if result.failure is None and result.completion is not None:
+            return Counted(int(result.completion["input_tokens"]), target)
+        if (
+            result.failure is not None
+            and result.failure.reason not in RETRYABLE_REASONS
+        ):
+            break
+    return None
+
+
+def _without_output_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """A count_tokens body has no output settings (the endpoint refuses them)."""
+    drop = ("max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences")
+    return {k: v for k, v in body.items() if k not in drop}
