@@ -194,6 +194,8 @@ if OMNIROUTE_LOG_LEVEL not in logging.getLevelNamesMapping():
 OMNIROUTE_LOG_RETENTION_DAYS = env_int("OMNIROUTE_LOG_RETENTION_DAYS", 30, minimum=1)
 # spec 09 §3.4: how long a stored Responses answer stays readable
 OMNIROUTE_RESPONSES_TTL_DAYS = env_int("OMNIROUTE_RESPONSES_TTL_DAYS", 30, minimum=1)
+# spec 09 §4.4: no_healthy_candidate on /v1/messages as Anthropic's 529 overloaded_error
+OMNIROUTE_MESSAGES_OVERLOADED_529 = env_bool("OMNIROUTE_MESSAGES_OVERLOADED_529", False)
 OMNIROUTE_LOG_BUFFER_ROWS = env_int("OMNIROUTE_LOG_BUFFER_ROWS", 10_000, minimum=1)
 OMNIROUTE_LOG_FLUSH_MS = env_int("OMNIROUTE_LOG_FLUSH_MS", 1000, minimum=10)
 OMNIROUTE_LOG_SYNC = env_bool("OMNIROUTE_LOG_SYNC", False)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from django.conf import settings
 
 from gateway.dialects import RAW
 from gateway.inbound.base import (
@@ -494,10 +495,20 @@ def message_of(completion: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def overloaded(failure: Failure) -> bool:
+    """``no_healthy_candidate`` as Anthropic's 529 ``overloaded_error``, when the
+    operator asked for it (``OMNIROUTE_MESSAGES_OVERLOADED_529``, spec 09 §4.4)."""
+    return failure.code == "no_healthy_candidate" and bool(
+        settings.OMNIROUTE_MESSAGES_OVERLOADED_529
+    )
+
+
 def anthropic_error(failure: Failure) -> dict[str, Any]:
     """The Anthropic error envelope with the gateway's ``code`` and ``param``."""
     if failure.status == 413:  # noqa: PLR2004
         kind = "request_too_large"
+    elif overloaded(failure):
+        kind = "overloaded_error"
     else:
         kind = _ERROR_TYPES.get(failure.error_type, "api_error")
     error: dict[str, Any] = {
@@ -685,7 +696,7 @@ class MessagesWire(Pipelined):
 
     def error(self, failure: Failure) -> JSONReply:
         return JSONReply(
-            status=failure.status,
+            status=529 if overloaded(failure) else failure.status,
             body=orjson.dumps(anthropic_error(failure)),
             headers=[JSON_CONTENT_TYPE, *with_retry_after(failure)],
         )

@@ -32,3 +32,25 @@ def test_demo_config_serves_the_readme_examples(gateway):
     assert text == "Hello from mock mock-large."
     again = gateway.manage("import_config", str(DEMO))
     assert "no changes" in again.stdout
+
+
+def test_the_demo_answers_every_client_surface(gateway):
+    """The README's other wires: Messages, Responses, embeddings and legacy
+    Completions on the in-process mock, with ``auto``."""
+    import anthropic
+
+    result = gateway.apply(DEMO.read_text())
+    assert result.returncode == 0, result.stderr
+    claude = anthropic.Anthropic(base_url=gateway.url, api_key=DEMO_KEY, max_retries=0)
+    message = claude.messages.create(
+        model="auto", max_tokens=100, messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert message.content[0].text.startswith("Hello from mock")
+    sdk = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=DEMO_KEY, max_retries=0)
+    assert sdk.responses.create(model="auto", input="Hello").output_text.startswith(
+        "Hello from mock"
+    )
+    vectors = sdk.embeddings.create(model="demo/mock-embed", input=["a", "b"])
+    assert [item.index for item in vectors.data] == [0, 1]
+    legacy = sdk.completions.create(model="demo/mock-small", prompt="Hello")
+    assert legacy.choices[0].text == "Hello from mock mock-small."
