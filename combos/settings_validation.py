@@ -9,6 +9,8 @@ from typing import Any
 
 from providers.validation import Checker
 
+DEFAULT_EXCLUSION_SECONDS = 300  # spec 04 §6
+
 _NESTED: dict[str, dict[str, tuple[str, float, float | None]]] = {
     "breaker": {
         "consecutive_failures": ("int", 1, 1000),
@@ -29,8 +31,13 @@ _NESTED: dict[str, dict[str, tuple[str, float, float | None]]] = {
     },
     "adaptive": {
         "min_weight_fraction": ("num", 0, 0.5),
+        "trickle_fraction": ("num", 0, 0.2),
         "warm_cache_weight": ("num", 0, 1000),
         "warm_cache_ttl_seconds": ("int", 1, 86_400),
+    },
+    "self_healing": {  # spec 04 §6 (amended)
+        "exclusion_seconds": ("int", 5, 3600),
+        "max_exclusion_seconds": ("int", 5, 86_400),
     },
 }
 _SCALARS: dict[str, tuple[str, float, float | None]] = {
@@ -98,4 +105,22 @@ def validate_settings(  # noqa: C901, PLR0912
             )
         check.problems += sub.problems
         out[group] = nested
+    _check_exclusions(out.get("self_healing"), check)
     return out
+
+
+def _check_exclusions(healing: dict[str, Any] | None, check: Checker) -> None:
+    """``max_exclusion_seconds`` is at least the first exclusion (default 300)."""
+    if not healing:
+        return
+    first = healing.get("exclusion_seconds")
+    cap = healing.get("max_exclusion_seconds")
+    if not isinstance(cap, int):
+        return
+    if not isinstance(first, int):
+        first = DEFAULT_EXCLUSION_SECONDS
+    if cap < first:
+        check.error(
+            "self_healing.max_exclusion_seconds",
+            f"must be at least exclusion_seconds ({first})",
+        )

@@ -49,7 +49,7 @@ from gateway.kernel.chain import Slot
 from gateway.kernel.exchange import RequestError
 from gateway.kernel.ratelimits import quota_key
 from gateway.kernel.resolve import RouteKind
-from gateway.kernel.types import KeyPolicy, RoutingTable, Target
+from gateway.kernel.types import GatewaySettings, KeyPolicy, RoutingTable, Target
 from gateway.planning.combo import connection_quota
 from gateway.planning.strategies import Family, traits
 from providers.health import board
@@ -276,8 +276,14 @@ TRIGGER_REASONS = frozenset(
 )
 
 
-def probe_finished(target: Target, reason: str | None, served: bool) -> None:
-    """§6 probe outcome: success deletes, a trigger failure escalates, else pending."""
+def probe_finished(
+    target: Target,
+    reason: str | None,
+    served: bool,
+    table_settings: GatewaySettings | None = None,
+) -> None:
+    """§6 probe outcome: success deletes, a trigger failure escalates (with the
+    exclusion durations of ``settings.self_healing``), else pending."""
     now = time.time()
     if served:
         outcome = "success"
@@ -289,7 +295,10 @@ def probe_finished(target: Target, reason: str | None, served: bool) -> None:
     entry = board.store.get(key)
     if not isinstance(entry, dict):
         return
-    updated = healing.probe_finished(entry, outcome, now)
+    first_s, cap_s = healing.durations(
+        table_settings.self_healing if table_settings is not None else {}
+    )
+    updated = healing.probe_finished(entry, outcome, now, first_s, cap_s)
     if updated is None:
         board.store.delete(key)
     else:

@@ -15,7 +15,9 @@ recomputed (§3.5 step 4).  The caller owns eligibility (§3.1: active, below
    warm-cache boost, then the floor ``max(w_i, min_weight_fraction × max_j w_j)``.
 3. ``select`` (§3.5) — one drawable candidate is chosen without a draw; otherwise
    ``draw_pair`` draws ``a`` then ``b`` by weight and the lower
-   ``load = L × (n + 1)`` wins (ties: higher weight, then ``a``).
+   ``load = L × (n + 1) × (p / p_min)^k`` wins (ties: higher weight, then ``a``);
+   with probability ``trickle_fraction`` (a third draw) ``b`` is served without the
+   comparison (``trickle``), so a target that lost once is re-measured.
 4. ``all_cooling_choice`` (§3.1) — when every eligible candidate is cooling, the one
    whose cooling ends soonest.
 
@@ -34,8 +36,9 @@ eligible candidate cools, and ``pool_default`` for the
 health state" (``forget``).
 
 Invariants: a candidate of weight 0 (standby) is never drawn while one of positive
-weight is in the set; ``rng.random()`` is called exactly twice per draw and never
-when there is a single drawable candidate; in-flight counts never go below 0; the
+weight is in the set; ``rng.random()`` is called exactly twice per draw (three times
+with a positive ``trickle_fraction``) and never when there is a single drawable
+candidate; in-flight counts never go below 0; the
 estimator only ever reads the time it is given.
 """
 
@@ -64,6 +67,9 @@ OBJECTIVE_EXPONENTS: Mapping[str, int] = MappingProxyType(
 REASON_SINGLE = "single"
 REASON_P2C = "p2c"
 REASON_FAILOVER = "failover"
+REASON_TRICKLE = "trickle"
+DEFAULT_TRICKLE_FRACTION = 0.02  # spec 05 §3.5 step 5 (amended)
+MAX_TRICKLE_FRACTION = 0.2
 _PAIR = 2  # power of *two* choices
 
 
@@ -218,6 +224,19 @@ def _prices(cands: Sequence[AdaptiveCandidate]) -> list[float] | None:
     ]
 
 
+def price_factors(cands: Sequence[AdaptiveCandidate], objective: str) -> list[float]:
+    """``(p_i / p_min)^k`` of each candidate (§3.5 step 3); 1 each for ``latency``
+    or when no candidate has a known price."""
+    exponent = OBJECTIVE_EXPONENTS.get(objective)
+    if exponent is None:
+        raise ValueError(f"unknown adaptive objective {objective!r}")
+    prices = _prices(cands)
+    if prices is None or exponent == 0:
+        return [1.0] * len(cands)
+    cheapest = min(prices)
+    return [(price / cheapest) ** exponent for price in prices]
+
+
 def weights(
     cands: Sequence[AdaptiveCandidate],
     *,
@@ -315,9 +334,13 @@ def draw_pair(weights: Sequence[float], rng: random.Random) -> tuple[int, int]:
     return a, b
 
 
-def load(candidate: AdaptiveCandidate, default_latency: float) -> float:
-    """``L × (n + 1)``: the estimate (or ``D``) times the attempts it would queue."""
-    return _latency(candidate, default_latency) * (max(candidate.in_flight, 0) + 1)
+def load(
+    candidate: AdaptiveCandidate, default_latency: float, price_factor: float = 1.0
+) -> float:
+    """``L × (n + 1) × (p / p_min)^k``: the estimate (or ``D``) times the attempts it
+    would queue, times its price relative to the cheapest (``price_factor``)."""
+    queued = _latency(candidate, default_latency) * (max(candidate.in_flight, 0) + 1)
+    return queued * price_factor
 
 
 def better(
@@ -327,9 +350,12 @@ def better(
     weight_a: float,
     weight_b: float,
     default_latency: float,
+    factor_a: float = 1.0,
+    factor_b: float = 1.0,
 ) -> AdaptiveCandidate:
     """The winner of a drawn pair: lower load; ties to the higher weight, then ``a``."""
-    load_a, load_b = load(a, default_latency), load(b, default_latency)
+    load_a = load(a, default_latency, factor_a)
+    load_b = load(b, default_latency, factor_b)
     if load_b < load_a or (load_b == load_a and weight_b > weight_a):
         return b
     return a
@@ -341,15 +367,21 @@ def select(
     rng: random.Random,
     *,
     default_latency: float | None = None,
+    objective: str = "latency",
+    trickle_fraction: float = 0.0,
 ) -> tuple[AdaptiveCandidate, str]:
-    """One candidate and its reason, ``"single"`` or ``"p2c"`` (§3.5 steps 1–3).
+    """One candidate and its reason, ``"single"``, ``"p2c"`` or ``"trickle"`` (§3.5
+    steps 1–3 and 5).
 
     With a single drawable candidate (one candidate, or one of positive weight
     beside standbys) it is chosen without touching ``rng``.  Otherwise
-    ``draw_pair`` draws ``a`` and ``b`` and ``better`` compares them.
-    ``default_latency`` is ``D`` for unknown estimates; None computes it from
-    ``cands`` (the lower median of their known estimates).
+    ``draw_pair`` draws ``a`` and ``b``; with a positive ``trickle_fraction`` a
+    third draw below it serves ``b`` outright, else ``better`` compares the loads,
+    priced by ``objective``.  ``default_latency`` is ``D`` for unknown estimates;
+    None computes it from ``cands`` (the lower median of their known estimates).
     """
+    if not 0.0 <= trickle_fraction <= MAX_TRICKLE_FRACTION:
+        raise ValueError(f"trickle_fraction {trickle_fraction} is not in 0..0.2")
     if not cands or len(cands) != len(weights):
         raise ValueError("select needs one weight per candidate, and a candidate")
     drawable = _drawable(weights)
@@ -359,12 +391,17 @@ def select(
     if default_latency is None:
         default_latency = _default_of(cands)
     a, b = draw_pair(drawable, rng)
+    if trickle_fraction > 0 and rng.random() < trickle_fraction:
+        return cands[b], REASON_TRICKLE
+    factors = price_factors(cands, objective)
     winner = better(
         cands[a],
         cands[b],
         weight_a=drawable[a],
         weight_b=drawable[b],
         default_latency=default_latency,
+        factor_a=factors[a],
+        factor_b=factors[b],
     )
     return winner, REASON_P2C
 
@@ -416,6 +453,7 @@ def choose(
     warm_key: str | None,
     warm_weight: float,
     rng: random.Random,
+    trickle_fraction: float = 0.0,
 ) -> tuple[AdaptiveCandidate, str]:
     """One pick over the eligible, non-cooling ``cands``: ``D``, weights, ``select``.
 
@@ -431,10 +469,17 @@ def choose(
         warm_weight=warm_weight,
         default_latency=default_latency,
     )
-    return select(cands, computed, rng, default_latency=default_latency)
+    return select(
+        cands,
+        computed,
+        rng,
+        default_latency=default_latency,
+        objective=objective,
+        trickle_fraction=trickle_fraction,
+    )
 
 
-def plan_order(
+def plan_order(  # noqa: PLR0913
     cands: Sequence[AdaptiveCandidate],
     *,
     estimator: LatencyEstimator | None,
@@ -444,16 +489,17 @@ def plan_order(
     warm_key: str | None,
     warm_weight: float,
     rng: random.Random,
+    trickle_fraction: float = 0.0,
 ) -> list[tuple[AdaptiveCandidate, str]]:
     """A full attempt order: ``choose`` repeated over the candidates not yet picked.
 
-    The first pick's reason is ``"single"`` or ``"p2c"``, every later one
-    ``"failover"``.  Estimates and in-flight counts come from ``estimator`` at
-    ``now`` (None: the candidates' own fields).  This equals calling ``choose``
-    lazily after each failure, with the same ``rng``, as long as nothing is
-    observed between the picks; in the gateway the failed attempt's sample does
-    land in between, which is why it picks lazily and this order serves
-    explain-route and tests.
+    The first pick's reason is ``"single"``, ``"p2c"`` or ``"trickle"``, every later
+    one ``"failover"`` (drawn without the trickle: it is for a first pick).
+    Estimates and in-flight counts come from ``estimator`` at ``now`` (None: the
+    candidates' own fields).  This equals calling ``choose`` lazily after each
+    failure, with the same ``rng``, as long as nothing is observed between the
+    picks; in the gateway the failed attempt's sample does land in between, which
+    is why it picks lazily and this order serves explain-route and tests.
     """
     remaining = observe(cands, estimator, now) if estimator is not None else [*cands]
     order: list[tuple[AdaptiveCandidate, str]] = []
@@ -465,6 +511,7 @@ def plan_order(
             warm_key=warm_key,
             warm_weight=warm_weight,
             rng=rng,
+            trickle_fraction=trickle_fraction if not order else 0.0,
         )
         order.append((chosen, reason if not order else REASON_FAILOVER))
         remaining = [c for c in remaining if c is not chosen]

@@ -192,6 +192,8 @@ class GatewaySettings:
     hide_paid_models: bool = False
     smart_routing_mode: str = "enforce"
     adaptive: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: ``exclusion_seconds`` / ``max_exclusion_seconds`` (spec 04 §6, amended)
+    self_healing: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -168,7 +168,9 @@ async def attempt(  # noqa: PLR0913
         _cancelled(run, target, index, via, started_wall, progress, cancel(), report)
         if probe:  # the probe stays pending; nothing is in flight any more
             run.probes.discard(target.key)
-            auto_live.probe_finished(target, "client_cancelled", False)
+            auto_live.probe_finished(
+                target, "client_cancelled", False, run.ctx.table.settings
+            )
         raise
     finally:
         if claimed:
@@ -181,7 +183,9 @@ async def attempt(  # noqa: PLR0913
     if probe:
         run.probes.discard(target.key)
         item = settled.item
-        auto_live.probe_finished(target, item.reason, item.status == "served")
+        auto_live.probe_finished(
+            target, item.reason, item.status == "served", run.ctx.table.settings
+        )
     return settled
 
 

@@ -44,6 +44,7 @@ class AdaptiveTuning:
     objective: str
     min_weight_fraction: float
     warm_weight: float
+    trickle_fraction: float
     warm_ttl_s: float
 
 
@@ -54,6 +55,9 @@ def adaptive_tuning(table: RoutingTable, combo: ComboInfo) -> AdaptiveTuning:
     return AdaptiveTuning(
         objective=str(objective),
         min_weight_fraction=float(conf.get("min_weight_fraction", 0.05)),
+        trickle_fraction=float(
+            conf.get("trickle_fraction", adaptive.DEFAULT_TRICKLE_FRACTION)
+        ),
         warm_weight=float(conf.get("warm_cache_weight", 8)),
         warm_ttl_s=float(conf.get("warm_cache_ttl_seconds", 600)),
     )
@@ -138,6 +142,7 @@ class SessionPlanning:
             warm_key=warm,
             warm_weight=tuning.warm_weight,
             rng=_rng,
+            trickle_fraction=tuning.trickle_fraction,
         )
         result: list[PlannedUnit] = list(honored) if honored is not None else []
         if honored is not None:

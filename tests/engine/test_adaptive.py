@@ -18,6 +18,7 @@ from gateway.kernel.adaptive import (
     load,
     plan_order,
     pool_default,
+    price_factors,
     select,
     weights,
 )
@@ -496,3 +497,131 @@ def test_plan_order_equals_choosing_lazily_after_each_failure():
     assert [c for c, _ in planned] == lazy
     assert sorted(c.key for c in lazy) == sorted(c.key for c in cands)
     assert lazy[-1].key == "combo:D"  # the standby comes last
+
+
+# --- E4b: price in the comparison (§3.5 step 3, amended) -----------------------------
+
+
+def e4b(a_latency=50.0, a_in_flight=0):
+    return [
+        cand("A", 0, latency_ms=a_latency, price=0.6, in_flight=a_in_flight),
+        cand("B", 1, latency_ms=40.0, price=9.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("objective", "a_latency", "a_in_flight", "winner"),
+    [
+        ("latency", 50.0, 0, "B"),  # 50 vs 40
+        ("balanced", 50.0, 0, "A"),  # 50 x 1 vs 40 x 15 = 600
+        ("cost", 50.0, 0, "A"),  # 50 vs 40 x 225
+        ("balanced", 1500.0, 0, "B"),  # A slowed: 1 500 vs 600
+        ("balanced", 50.0, 20, "B"),  # A queued: 50 x 21 = 1 050 vs 600
+    ],
+)
+def test_e4b_the_comparison_weighs_price_by_the_objective(
+    objective, a_latency, a_in_flight, winner
+):
+    cands = e4b(a_latency, a_in_flight)
+    for seed in range(20):  # every draw of two candidates draws both
+        chosen, reason = choose(
+            cands,
+            objective=objective,
+            min_weight_fraction=0.05,
+            warm_key=None,
+            warm_weight=8,
+            rng=random.Random(seed),
+        )
+        assert (chosen.key, reason) == (winner, "p2c")
+
+
+def test_e4b_loads_carry_the_price_factor():
+    cands = e4b()
+    assert price_factors(cands, "latency") == [1.0, 1.0]
+    assert rounded(price_factors(cands, "balanced")) == [1.0, 15.0]
+    assert rounded(price_factors(cands, "cost")) == [1.0, 225.0]
+    assert load(cands[1], 1000.0, 15.0) == 600.0
+
+
+# --- the trickle (§3.5 step 5, amended) ----------------------------------------------
+
+
+def test_a_trickle_draw_serves_b_without_the_comparison():
+    cands = e4b()  # balanced: A wins every comparison
+    # u1 = 0.1 draws A as a, u2 B as b; u3 = 0.01 < 0.02 serves b, the loser
+    chosen, reason = choose(
+        cands,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=Draws(0.1, 0.5, 0.01),
+        trickle_fraction=0.02,
+    )
+    assert (chosen.key, reason) == ("B", "trickle")
+    chosen, reason = choose(
+        cands,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=Draws(0.1, 0.5, 0.03),
+        trickle_fraction=0.02,
+    )
+    assert (chosen.key, reason) == ("A", "p2c")
+
+
+def test_without_a_trickle_fraction_a_draw_takes_two_random_numbers():
+    rng = Draws(0.1, 0.5)  # a third draw would fail
+    choose(
+        e4b(),
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=rng,
+    )
+    assert rng.values == []
+
+
+def test_the_trickle_share_follows_the_fraction_with_a_seeded_source():
+    cands = e4b()
+    rng = random.Random(1234)
+    served = Counter(
+        choose(
+            cands,
+            objective="balanced",
+            min_weight_fraction=0.05,
+            warm_key=None,
+            warm_weight=8,
+            rng=rng,
+            trickle_fraction=0.1,
+        )[1]
+        for _ in range(5000)
+    )
+    assert served["trickle"] == pytest.approx(500, rel=0.15)
+    assert served["p2c"] == 5000 - served["trickle"]
+
+
+def test_a_plan_trickles_only_its_first_pick():
+    order = plan_order(
+        e4b(),
+        estimator=None,
+        now=0.0,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=Draws(0.1, 0.5, 0.01),
+        trickle_fraction=0.2,
+    )
+    assert [(c.key, reason) for c, reason in order] == [
+        ("B", "trickle"),
+        ("A", "failover"),
+    ]
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 0.3])
+def test_a_trickle_fraction_out_of_range_is_refused(fraction):
+    with pytest.raises(ValueError, match="trickle_fraction"):
+        select(e4b(), [1.0, 1.0], random.Random(0), trickle_fraction=fraction)

@@ -8,6 +8,7 @@ from gateway.auto.engine.healing import (
     CAP_S,
     EXCLUDE_BELOW,
     PROBE_TIMEOUT_MS,
+    durations,
     incident_mode,
     is_excluded,
     is_probe,
@@ -141,3 +142,31 @@ def test_probe_timeout_is_capped_at_10_s(attempt, probe):
 )
 def test_incident_mode_needs_more_than_half_open(circuits, on):
     assert incident_mode(circuits) is on
+
+
+# --- the durations are settings (spec 04 §6, amended) ---------------------------------
+
+
+def test_durations_default_to_the_seeds_and_follow_the_settings():
+    assert durations({}) == (300.0, 1800.0)
+    assert durations({"exclusion_seconds": 10}) == (10.0, 1800.0)
+    assert durations({"exclusion_seconds": 10, "max_exclusion_seconds": 60}) == (
+        10.0,
+        60.0,
+    )
+    # a first exclusion above the default cap raises the cap to it
+    assert durations({"exclusion_seconds": 3600}) == (3600.0, 3600.0)
+
+
+def test_a_short_first_exclusion_doubles_up_to_its_cap():
+    first, cap = durations({"exclusion_seconds": 10, "max_exclusion_seconds": 30})
+    entry = maybe_exclude(None, 0.1, 0.0, first)
+    assert entry["excluded_until"] == 10.0
+    timeline = []
+    now = 10.0
+    for _ in range(4):
+        entry = probe_finished(probe_started(entry), "failure", now, first, cap)
+        timeline.append(entry["excluded_until"] - now)
+        now = entry["excluded_until"]
+    assert timeline == [20.0, 30.0, 30.0, 30.0]
+    assert probe_finished(probe_started(entry), "success", now, first, cap) is None

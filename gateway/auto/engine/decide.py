@@ -318,10 +318,11 @@ def _healing(
 ) -> list[Scored]:
     """F9: exclusions by DEFAULT score, probes; fails open to the F8 output."""
     kept: list[Scored] = []
+    first_s, _ = healing.durations(env.table_settings.self_healing)
     for item in ranked:
         entry = env.healing_entry(item.key)
         if entry is None:
-            created = healing.maybe_exclude(None, item.default_score, now)
+            created = healing.maybe_exclude(None, item.default_score, now, first_s)
             if created is not None:
                 entry = created
                 decision.healing_writes[item.key] = created

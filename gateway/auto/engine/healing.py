@@ -5,16 +5,18 @@ probe_in_flight}`` (plain data, so the runtime store may be in-process or Redis)
 No entry means "healthy".  Every function returns a new dict; none mutates its input.
 
 * **Exclude.** A candidate with no entry whose DEFAULT score is below
-  ``EXCLUDE_BELOW`` gets level 1, ``excluded_until = now + BASE_S``, probe pending.
+  ``EXCLUDE_BELOW`` gets level 1, ``excluded_until = now + first`` (``BASE_S``
+  unless ``settings.self_healing.exclusion_seconds`` says otherwise), probe pending.
   A candidate that has an entry is left alone: the score rule is suspended until
   the entry is deleted.
 * **Excluded** (F9 drops it): ``now < excluded_until``, or a probe is in flight.
 * **Probe.** Once the exclusion expires, the first attempt sent to the candidate is
   its probe, with the timeout ``min(attempt timeout, PROBE_TIMEOUT_MS)``.
 * **Outcome.** success deletes the entry (the backoff resets); a failover-trigger
-  failure sets ``level += 1`` and ``excluded_until = now + min(BASE_S·2^(level−1),
-  CAP_S)`` (5, 10, 20, 30, 30 min), probe pending again; any other 4xx leaves the
-  probe pending.
+  failure sets ``level += 1`` and ``excluded_until = now + min(first·2^(level−1),
+  cap)`` (by default 5, 10, 20, 30, 30 min; ``cap`` is
+  ``max_exclusion_seconds``), probe pending again; any other 4xx leaves the probe
+  pending.
 
 ``incident_mode``: more than half of the circuits are OPEN (exactly half is not).
 """
@@ -45,13 +47,24 @@ def _entry(level: int, excluded_until: float, *, in_flight: bool) -> dict[str, A
     }
 
 
+def durations(self_healing: Mapping[str, Any]) -> tuple[float, float]:
+    """``(first exclusion, cap)`` in seconds from ``settings.self_healing``."""
+    first = float(self_healing.get("exclusion_seconds", BASE_S))
+    cap = float(self_healing.get("max_exclusion_seconds", max(CAP_S, first)))
+    return first, max(cap, first)
+
+
 def maybe_exclude(
-    entry: dict[str, Any] | None, default_score: float, now: float
+    entry: dict[str, Any] | None,
+    default_score: float,
+    now: float,
+    first_s: float = BASE_S,
 ) -> dict[str, Any] | None:
-    """A new level-1 entry when there is none and ``default_score`` is below 0.2;
-    otherwise ``entry`` unchanged (the same object)."""
+    """A new level-1 entry, excluded for ``first_s``, when there is none and
+    ``default_score`` is below 0.2; otherwise ``entry`` unchanged (the same
+    object)."""
     if entry is None and default_score < EXCLUDE_BELOW:
-        return _entry(1, now + BASE_S, in_flight=False)
+        return _entry(1, now + first_s, in_flight=False)
     return entry
 
 
@@ -78,14 +91,21 @@ def probe_started(entry: Entry) -> dict[str, Any]:
     return {**entry, "probe_in_flight": True}
 
 
-def probe_finished(entry: Entry, outcome: str, now: float) -> dict[str, Any] | None:
+def probe_finished(
+    entry: Entry,
+    outcome: str,
+    now: float,
+    first_s: float = BASE_S,
+    cap_s: float = CAP_S,
+) -> dict[str, Any] | None:
     """The entry after the probe's ``outcome`` (success | failure | other);
-    ``None`` means delete it."""
+    ``None`` means delete it.  A failure doubles the exclusion from ``first_s`` up
+    to ``cap_s``."""
     if outcome == SUCCESS:
         return None
     if outcome == FAILURE:
         level = int(entry["level"]) + 1
-        cooldown_s = min(BASE_S * 2 ** (level - 1), CAP_S)
+        cooldown_s = min(first_s * 2 ** (level - 1), cap_s)
         return _entry(level, now + cooldown_s, in_flight=False)
     if outcome == OTHER:
         return {**entry, "probe_pending": True, "probe_in_flight": False}
