@@ -49,4 +49,12 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed   ## baseline + floor + gateway -> docs/benchmarks.md
 	$(PY) bench/run.py
 
+# The real CLI clients (codex, claude, opencode; current npm releases, installed into
+# .compat/) against a gateway on the mock upstream, on loopback: docs/compatibility.md.
+# Needs node and npm; not part of `make test`.
+compat: $(VENV)/.installed
+	$(PY) -m tests.compat.run
+
+.PHONY: compat
+
 .PHONY: install run test lint bench browser
