@@ -2,7 +2,10 @@
 
 It authenticates nothing, parses nothing and logs nothing; it reads the body, posts it
 to the upstream with one pooled ``httpx.AsyncClient`` and relays the reply (streams
-chunk by chunk).  Run: ``uvicorn bench.floor:app`` with ``FLOOR_UPSTREAM`` set.
+chunk by chunk).  The request's path below ``/v1`` picks the upstream's
+(``/v1/chat/completions``, ``/v1/messages``, ``/v1/responses``, ...), and a Messages
+request's ``anthropic-version`` is forwarded; it translates nothing.  Run:
+``uvicorn bench.floor:app`` with ``FLOOR_UPSTREAM`` set.
 """
 
 from __future__ import annotations
@@ -36,11 +39,17 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     client = _get_client()
+    path: str = scope["path"]
+    headers = {"content-type": "application/json", "authorization": "Bearer x"}
+    if path.startswith("/v1/messages"):
+        for name, value in scope["headers"]:
+            if name == b"anthropic-version":
+                headers["anthropic-version"] = value.decode("latin-1")
     request = client.build_request(
         "POST",
-        UPSTREAM + "/chat/completions",
+        UPSTREAM + (path[3:] if path.startswith("/v1/") else path),
         content=body,
-        headers={"content-type": "application/json", "authorization": "Bearer x"},
+        headers=headers,
     )
     response = await client.send(request, stream=True)
     try:

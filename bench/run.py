@@ -6,6 +6,11 @@ with wrk at concurrency 1 and 16, non-streaming and streaming, and measures stre
 time to first token with a sequential client.  Processes are pinned: servers under
 test on CPU 0, the upstream and the load generator on CPU 1, so every target gets the
 same machine.  Results go to ``bench/results/latest.json`` and ``docs/benchmarks.md``.
+
+Besides Chat Completions, the other client surfaces (spec 09) are measured the same
+way, each as a *passthrough* (the upstream speaks the surface) and a *translated*
+(through the canonical chat form to a chat upstream) case: see ``CASES``.  A case the
+gateway or the mock cannot serve yet is skipped with a note, not a crash.
 """
 
 from __future__ import annotations
@@ -17,25 +22,32 @@ import platform
 import re
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-or-bench-000000000000000000000000000000000000"
-MESSAGES = [{"role": "user", "content": "Say hello in five words."}]
+PROMPT = "Say hello in five words."
+MESSAGES = [{"role": "user", "content": PROMPT}]
+MAX_TOKENS = 64
 LUA = f"""
 wrk.method = "POST"
 wrk.body = os.getenv("BENCH_BODY")
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer {KEY}"
 """
+#: the Messages surface: the key where the anthropic SDK and Claude Code put it
+MESSAGES_HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 
 
 @dataclass
@@ -48,6 +60,157 @@ class Result:
     p99_ms: float
     avg_ms: float
     errors: int
+    surface: str = "chat"
+    flavour: str = ""
+
+
+Body = Callable[[str, bool], dict[str, Any]]
+
+
+def chat_body(model: str, stream: bool) -> dict[str, Any]:
+    return {"model": model, "messages": MESSAGES, "stream": stream}
+
+
+def chat_body_max_tokens(model: str, stream: bool) -> dict[str, Any]:
+    """What the Messages body below says, as a chat body."""
+    return {**chat_body(model, stream), "max_tokens": MAX_TOKENS}
+
+
+def messages_body(model: str, stream: bool) -> dict[str, Any]:
+    return {
+        "model": model,
+        "max_tokens": MAX_TOKENS,
+        "messages": MESSAGES,
+        "stream": stream,
+    }
+
+
+def responses_body(store: bool | None) -> Body:
+    def body(model: str, stream: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": model, "input": PROMPT, "stream": stream}
+        if store is not None:
+            out["store"] = store
+        return out
+
+    return body
+
+
+def _chat_token(line: str) -> bool:
+    line = line.replace(" ", "")
+    return '"content":"' in line and '"content":""' not in line
+
+
+def _messages_token(line: str) -> bool:
+    return line.startswith("data:") and '"text_delta"' in line
+
+
+def _responses_token(line: str) -> bool:
+    return line.startswith("data:") and '"response.output_text.delta"' in line
+
+
+#: a stream line carrying the first content token, by the request's path
+FIRST_TOKEN: dict[str, Callable[[str], bool]] = {
+    "/v1/chat/completions": _chat_token,
+    "/v1/messages": _messages_token,
+    "/v1/responses": _responses_token,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One surface in one flavour: the gateway request and its direct baseline.
+
+    ``direct`` and ``floor`` carry the baseline request (the floor cannot translate);
+    ``baseline`` names another flavour of the same surface whose direct and floor
+    rows this case shares instead of measuring its own.
+    """
+
+    surface: str
+    flavour: str
+    path: str
+    model: str
+    body: Body
+    headers: dict[str, str]
+    direct_path: str
+    direct_body: Body
+    direct_headers: dict[str, str]
+    baseline: str | None = None
+    #: a provider the runner imports on its own, whose refusal skips the case
+    needs: str | None = None
+
+
+CASES = (
+    Case(
+        "messages",
+        "passthrough",
+        path="/v1/messages",
+        model="ant/mock-small",
+        body=messages_body,
+        headers=MESSAGES_HEADERS,
+        direct_path="/v1/messages",
+        direct_body=messages_body,
+        direct_headers=MESSAGES_HEADERS,
+    ),
+    Case(
+        "messages",
+        "translated",
+        path="/v1/messages",
+        model="up/mock-small",
+        body=messages_body,
+        headers=MESSAGES_HEADERS,
+        direct_path="/v1/chat/completions",
+        direct_body=chat_body_max_tokens,
+        direct_headers={},
+    ),
+    Case(
+        "responses",
+        "passthrough",
+        path="/v1/responses",
+        model="upr/mock-small",
+        body=responses_body(store=False),
+        headers={},
+        direct_path="/v1/responses",
+        direct_body=responses_body(store=False),
+        direct_headers={},
+        needs="upr",
+    ),
+    Case(
+        "responses",
+        "translated",
+        path="/v1/responses",
+        model="up/mock-small",
+        body=responses_body(store=False),
+        headers={},
+        direct_path="/v1/chat/completions",
+        direct_body=chat_body,
+        direct_headers={},
+    ),
+    Case(  # the stored-response write included, against the row above's baseline
+        "responses",
+        "translated, stored",
+        path="/v1/responses",
+        model="up/mock-small",
+        body=responses_body(store=None),
+        headers={},
+        direct_path="/v1/chat/completions",
+        direct_body=chat_body,
+        direct_headers={},
+        baseline="translated",
+    ),
+)
+
+
+def lua_script(headers: dict[str, str]) -> str:
+    """The wrk script: the chat one, or the same with the surface's headers."""
+    if not headers:
+        return LUA
+    lines = [
+        'wrk.method = "POST"',
+        'wrk.body = os.getenv("BENCH_BODY")',
+        'wrk.headers["Content-Type"] = "application/json"',
+    ]
+    lines += [f'wrk.headers["{name}"] = "{value}"' for name, value in headers.items()]
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def free_port() -> int:
@@ -123,26 +286,53 @@ def _parse_wrk(out: str) -> dict:
     }
 
 
-def measure_ttft(url: str, model: str, count: int) -> float:
+def measure_ttft(
+    url: str,
+    model: str,
+    count: int,
+    body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    first_token: Callable[[str], bool] = _chat_token,
+) -> float:
     """Median ms from sending to the first content token, sequential requests."""
-    body = {"model": model, "stream": True, "messages": MESSAGES}
-    samples: list[float] = []
-    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {KEY}"}) as http:
+    if body is None:
+        body = {"model": model, "stream": True, "messages": MESSAGES}
+    with httpx.Client(
+        timeout=30, headers=headers or {"Authorization": f"Bearer {KEY}"}
+    ) as http:
+        samples: list[float] = []
         for index in range(count + 20):
             started = time.perf_counter()
             with http.stream("POST", url, json=body) as response:
                 lines = response.iter_lines()
                 for line in lines:
-                    if '"content":"' in line.replace(
-                        " ", ""
-                    ) and '"content":""' not in (line.replace(" ", "")):
+                    if first_token(line):
                         break
+                else:
+                    raise RuntimeError(f"{url}: a stream without a content token")
                 elapsed = (time.perf_counter() - started) * 1000
                 for _ in lines:
                     pass
             if index >= 20:  # warm-up excluded
                 samples.append(elapsed)
     return statistics.median(samples)
+
+
+def probe(url: str, body: dict[str, Any], headers: dict[str, str]) -> str | None:
+    """None when one request answers 2xx with a body, else the request and the
+    response, for the report."""
+    try:
+        with httpx.Client(
+            timeout=30, headers=headers or {"Authorization": f"Bearer {KEY}"}
+        ) as http:
+            response = http.post(url, json=body)
+    except httpx.HTTPError as exc:
+        return f"POST {url} {json.dumps(body)}: {exc!r}"
+    if response.is_success and response.content:
+        return None
+    return (
+        f"POST {url} {json.dumps(body)} -> {response.status_code} {response.text[:300]}"
+    )
 
 
 class Stack:
@@ -158,6 +348,8 @@ class Stack:
         #: a second gateway with N uvicorn workers on every CPU (scaling, spec 08)
         self.workers = workers
         self.multi_port = free_port() if workers > 1 else None
+        #: provider slug -> why the gateway has no such provider
+        self.refused: dict[str, str] = {}
         self.env = {
             k: v
             for k, v in os.environ.items()
@@ -223,6 +415,11 @@ providers:
     base_url: {mock_url}
     connections: [{{name: main, api_key: sk-bench-upstream}}]
     models: [{{id: mock-small, input_cost: 0.05, output_cost: 0.4}}]
+  - slug: ant
+    kind: anthropic
+    base_url: {mock_url}
+    connections: [{{name: main, api_key: sk-ant-bench-upstream}}]
+    models: [{{id: mock-small, input_cost: 0.05, output_cost: 0.4}}]
 api_keys:
   - name: bench
     key: {KEY}
@@ -235,6 +432,30 @@ api_keys:
             check=True,
             capture_output=True,
         )
+        # The Responses wire to the upstream (spec 10 §5 ``wire: responses``) is
+        # imported on its own: a gateway without the key refuses this file only.
+        optional = f"""
+providers:
+  - slug: upr
+    kind: openai
+    wire: responses
+    base_url: {mock_url}
+    connections: [{{name: main, api_key: sk-bench-upstream}}]
+    models: [{{id: mock-small, input_cost: 0.05, output_cost: 0.4}}]
+"""
+        done = subprocess.run(
+            [py, "manage.py", "import_config", "-"],
+            cwd=ROOT,
+            env=self.env,
+            input=optional.encode(),
+            capture_output=True,
+        )
+        if done.returncode:
+            errors = done.stderr.decode(errors="replace").strip().splitlines()
+            self.refused["upr"] = "import_config refused `wire: responses`: " + (
+                " ".join(line for line in errors if line.startswith("error:"))
+                or (errors[-1] if errors else f"exit {done.returncode}")
+            )
         self.spawn(
             pinned(
                 "0",
@@ -355,6 +576,131 @@ def targets(stack: Stack) -> list[tuple[str, str, str]]:
     return items
 
 
+def _print_row(label: str, mode: str, concurrency: int, data: dict) -> None:
+    print(
+        f"{label:15} {mode:6} c{concurrency:<3}"
+        f" {data['rps']:8.0f} rps  p50 {data['p50_ms']:6.2f} ms  "
+        f"p99 {data['p99_ms']:6.2f} ms  errors {data['errors']}"
+        f" {data['socket_errors']}",
+        flush=True,
+    )
+
+
+def run_cells(
+    url: str, body: Body, model: str, seconds: int, lua: Path, label: str
+) -> list[tuple[str, int, dict]]:
+    """(mode, concurrency, wrk figures): a warm-up at c16, then c1 and c16, for the
+    non-streaming and the streaming request."""
+    cells = []
+    for stream in (False, True):
+        mode = "stream" if stream else "json"
+        run_wrk(url, body(model, stream), 16, 3, lua)  # warm-up
+        for concurrency in (1, 16):
+            data = run_wrk(url, body(model, stream), concurrency, seconds, lua)
+            _print_row(label, mode, concurrency, data)
+            cells.append((mode, concurrency, data))
+    return cells
+
+
+def case_targets(stack: Stack, case: Case) -> list[tuple[str, str, str, Body, dict]]:
+    """(name, URL, model, body, headers) of the systems measured for one case."""
+    items = []
+    if case.baseline is None:
+        for name, port in (("direct", stack.mock_port), ("floor", stack.floor_port)):
+            items.append(
+                (
+                    name,
+                    f"http://127.0.0.1:{port}{case.direct_path}",
+                    "mock-small",
+                    case.direct_body,
+                    case.direct_headers,
+                )
+            )
+    items.append(
+        (
+            "gateway",
+            f"http://127.0.0.1:{stack.gw_port}{case.path}",
+            case.model,
+            case.body,
+            case.headers,
+        )
+    )
+    return items
+
+
+def run_case(
+    stack: Stack, case: Case, args: argparse.Namespace
+) -> tuple[list[Result], dict[str, float], str | None]:
+    """The rows and TTFTs of one case, or the note saying why it was skipped."""
+    if case.needs in stack.refused:
+        return [], {}, stack.refused[case.needs]
+    items = case_targets(stack, case)
+    for _name, url, model, body, headers in items:
+        for stream in (False, True):
+            problem = probe(url, body(model, stream), headers)
+            if problem:
+                return [], {}, problem
+    results: list[Result] = []
+    ttft: dict[str, float] = {}
+    short = case.flavour.replace("passthrough", "pt").replace("translated", "tr")
+    label = f"{case.surface[:4]}/{short.replace(', stored', '+store')}"
+    try:
+        for name, url, model, body, headers in items:
+            lua = stack.data / f"post-{case.surface}-{name}.lua"
+            lua.write_text(lua_script(headers))
+            for mode, concurrency, data in run_cells(
+                url, body, model, args.seconds, lua, f"{label} {name}"
+            ):
+                results.append(
+                    Result(
+                        name,
+                        mode,
+                        concurrency,
+                        data["rps"],
+                        data["p50_ms"],
+                        data["p99_ms"],
+                        data["avg_ms"],
+                        data["errors"],
+                        case.surface,
+                        case.flavour,
+                    )
+                )
+            path = case.path if name == "gateway" else case.direct_path
+            ttft[name] = measure_ttft(
+                url,
+                model,
+                args.ttft_samples,
+                body(model, True),
+                headers,
+                FIRST_TOKEN[path],
+            )
+            print(f"{label} {name:7} TTFT median {ttft[name]:.3f} ms", flush=True)
+    except (RuntimeError, subprocess.CalledProcessError, httpx.HTTPError) as exc:
+        return results, ttft, f"failed while measuring: {exc}"
+    return results, ttft, None
+
+
+def attempt_summary(data: Path) -> list[dict[str, Any]]:
+    """What the gateway logged: attempts by surface, provider, passthrough and status
+    (a check that each case ran as it says)."""
+    path = data / "omniroute.sqlite3"
+    if not path.exists():
+        return []
+    try:
+        with sqlite3.connect(path) as db:
+            rows = db.execute(
+                "SELECT r.endpoint, a.provider, a.passthrough, a.result, COUNT(*) "
+                "FROM telemetry_attemptlog a "
+                "JOIN telemetry_requestlog r ON a.request_id = r.id "
+                "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+            ).fetchall()
+    except sqlite3.Error as exc:
+        print(f"request log not read: {exc}", file=sys.stderr)
+        return []
+    keys = ("endpoint", "provider", "passthrough", "result", "attempts")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=10)
@@ -367,7 +713,13 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="also measure a gateway with N uvicorn workers (1 = skip)",
     )
+    parser.add_argument(
+        "--surfaces",
+        default="chat,messages,responses",
+        help="comma-separated surfaces to measure (chat, messages, responses)",
+    )
     args = parser.parse_args(argv)
+    surfaces = {s.strip() for s in args.surfaces.split(",") if s.strip()}
     if not shutil.which("wrk"):
         print("wrk is required (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
@@ -376,35 +728,48 @@ def main(argv: list[str] | None = None) -> int:
     lua.write_text(LUA)
     results: list[Result] = []
     ttft: dict[str, float] = {}
+    surface_ttft: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    load_before = os.getloadavg()[0]
     try:
         stack.start()
-        for name, url, model in targets(stack):
-            for stream in (False, True):
-                body = {"model": model, "messages": MESSAGES, "stream": stream}
-                run_wrk(url, body, 16, 3, lua)  # warm-up
-                for concurrency in (1, 16):
-                    data = run_wrk(url, body, concurrency, args.seconds, lua)
-                    results.append(
-                        Result(
-                            name,
-                            "stream" if stream else "json",
-                            concurrency,
-                            data["rps"],
-                            data["p50_ms"],
-                            data["p99_ms"],
-                            data["avg_ms"],
-                            data["errors"],
-                        )
+        for name, url, model in targets(stack) if "chat" in surfaces else ():
+            for mode, concurrency, data in run_cells(
+                url, chat_body, model, args.seconds, lua, name
+            ):
+                results.append(
+                    Result(
+                        name,
+                        mode,
+                        concurrency,
+                        data["rps"],
+                        data["p50_ms"],
+                        data["p99_ms"],
+                        data["avg_ms"],
+                        data["errors"],
                     )
-                    print(
-                        f"{name:15} {'stream' if stream else 'json':6} c{concurrency:<3}"
-                        f" {data['rps']:8.0f} rps  p50 {data['p50_ms']:6.2f} ms  "
-                        f"p99 {data['p99_ms']:6.2f} ms  errors {data['errors']}"
-                        f" {data['socket_errors']}",
-                        flush=True,
-                    )
+                )
             ttft[name] = measure_ttft(url, model, args.ttft_samples)
             print(f"{name:15} TTFT median {ttft[name]:.3f} ms", flush=True)
+        for case in CASES:
+            if case.surface not in surfaces:
+                continue
+            rows, times, note = run_case(stack, case, args)
+            results += rows
+            surface_ttft += [
+                {
+                    "surface": case.surface,
+                    "flavour": case.flavour,
+                    "target": target,
+                    "median_ms": value,
+                }
+                for target, value in times.items()
+            ]
+            if note:
+                print(f"{case.surface} {case.flavour}: not available: {note}")
+                skipped.append(
+                    {"surface": case.surface, "flavour": case.flavour, "note": note}
+                )
     finally:
         stack.stop()
     report = {
@@ -412,9 +777,24 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}",
         "seconds": args.seconds,
+        #: 1-minute load average before and after: other work on the machine
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "results": [asdict(r) for r in results],
         "ttft_median_ms": ttft,
+        "surface_ttft_ms": surface_ttft,
+        "skipped": skipped,
+        "shared_baselines": [
+            {"surface": c.surface, "flavour": c.flavour, "baseline": c.baseline}
+            for c in CASES
+            if c.baseline and c.surface in surfaces
+        ],
+        "attempts": attempt_summary(stack.data),
     }
+    for row in report["attempts"]:
+        print(
+            f"logged: {row['endpoint']:10} {row['provider']:4} passthrough "
+            f"{row['passthrough']} {row['result']:8} {row['attempts']}"
+        )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(report, indent=2))
