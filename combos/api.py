@@ -323,8 +323,15 @@ class ConnectionViewSet(ConfigViewSet):
                 [Problem("provider", f"unknown provider {slug!r}")]
             )
         clean = _checked(data, validate_connection)
-        if clean["api_key"]:
+        if (
+            clean["api_key"] is not None
+            and clean["api_key"] != provider_services.MASKED
+        ):
+            # setting, replacing or clearing ("") a secret
             _require_secrets_permission(self.request, "a connection's secret")
+        if instance is not None and instance.provider_id != provider.pk:
+            # the secret would go to another host (spec 08 §5.3)
+            _require_secrets_permission(self.request, "a connection's provider")
         connection = instance or Connection(provider=provider, name=clean["name"])
         clash = Connection.objects.filter(provider=provider, name=clean["name"])
         if instance is not None:

@@ -246,7 +246,8 @@ REST_FRAMEWORK = {
         "combos.api_auth.AdminTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # staff, and the admin's model permission for the method (spec 08 §5.3)
+    "DEFAULT_PERMISSION_CLASSES": ["combos.api_permissions.ModelPermissions"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "combos.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,

@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from combos.models import Combo
 from gateway.auto import live as auto_glue
 from gateway.auto.engine.classify import channel_prior
 from gateway.auto.engine.decide import (
@@ -181,7 +182,9 @@ def model_entries(table: RoutingTable) -> list[dict[str, object]]:
 
 
 class AutoCombosView(APIView):
-    """``GET /api/combos/auto`` (staff session or admin token)."""
+    """``GET /api/combos/auto`` (staff session or admin token, ``view_combo``)."""
+
+    model = Combo
 
     def get(self, request: Request) -> Response:
         table = tables.table or tables.refresh()

@@ -105,6 +105,34 @@ def staff_user(django_user_model: type[User]) -> User:
     )
 
 
+#: the apps whose models the REST API edits (spec 08 §5.3)
+CONFIG_APPS = ("combos", "providers")
+
+
+@pytest.fixture
+def operator_user(django_user_model: type[User]) -> User:
+    """Staff with every permission on the configuration models but
+    ``providers.change_provider`` (secrets, base URLs and provider moves)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(
+        "operator", "operator@example.com", "pw-operator", is_staff=True
+    )
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label__in=CONFIG_APPS).exclude(
+            codename="change_provider"
+        )
+    )
+    return user
+
+
+@pytest.fixture
+def operator_client(operator_user: User) -> Client:
+    client = Client()
+    client.force_login(operator_user)
+    return client
+
+
 @pytest.fixture
 def plain_user(django_user_model: type[User]) -> User:
     return django_user_model.objects.create_user("plain", "plain@example.com", "pw")

@@ -22,13 +22,15 @@ def post(client: Client, url: str, body: Any) -> Any:
 
 
 def test_a_second_identical_mapping_is_a_400_on_pattern(
-    world: dict[str, Provider], staff_client: Client, make_combo: Callable[..., Combo]
+    world: dict[str, Provider],
+    operator_client: Client,
+    make_combo: Callable[..., Combo],
 ) -> None:
     make_combo("team")
     body = {"pattern": "gpt-*", "combo": "team", "priority": 3}
-    assert post(staff_client, "/api/model-combo-mappings", body).status_code == 201
+    assert post(operator_client, "/api/model-combo-mappings", body).status_code == 201
 
-    response = post(staff_client, "/api/model-combo-mappings", body)
+    response = post(operator_client, "/api/model-combo-mappings", body)
 
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_config"
@@ -39,39 +41,43 @@ def test_a_second_identical_mapping_is_a_400_on_pattern(
 
 
 def test_a_second_override_for_one_key_and_channel_is_a_400_on_channel(
-    world: dict[str, Provider], staff_client: Client, make_api_key: Callable[..., Any]
+    world: dict[str, Provider],
+    operator_client: Client,
+    make_api_key: Callable[..., Any],
 ) -> None:
     make_api_key("ci")
     body = {"api_key": "ci", "channel": "auto", "exclude": []}
-    assert post(staff_client, "/api/candidate-overrides", body).status_code == 201
+    assert post(operator_client, "/api/candidate-overrides", body).status_code == 201
 
-    response = post(staff_client, "/api/candidate-overrides", body)
+    response = post(operator_client, "/api/candidate-overrides", body)
 
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "channel"
 
 
 def test_a_second_smart_route_with_one_alias_is_a_400_on_alias(
-    world: dict[str, Provider], staff_client: Client
+    world: dict[str, Provider], operator_client: Client
 ) -> None:
     body = {"alias": "sr1", "easy": "pa/m1", "hard": "pb/m2"}
-    assert post(staff_client, "/api/smart-routes", body).status_code == 201
+    assert post(operator_client, "/api/smart-routes", body).status_code == 201
 
-    response = post(staff_client, "/api/smart-routes", body)
+    response = post(operator_client, "/api/smart-routes", body)
 
     assert response.status_code == 400
     assert response.json()["alias"] == ["already exists"]
 
 
 def test_an_alias_that_is_another_routes_target_is_refused(
-    world: dict[str, Provider], staff_client: Client, make_combo: Callable[..., Combo]
+    world: dict[str, Provider],
+    operator_client: Client,
+    make_combo: Callable[..., Combo],
 ) -> None:
     make_combo("normal-easy")
     body = {"alias": "normal", "easy": "normal-easy", "hard": "pb/m2"}
-    assert post(staff_client, "/api/smart-routes", body).status_code == 201
+    assert post(operator_client, "/api/smart-routes", body).status_code == 201
 
     response = post(
-        staff_client,
+        operator_client,
         "/api/smart-routes",
         {"alias": "normal-easy", "easy": "pa/m1", "hard": "pb/m2"},
     )
@@ -81,7 +87,7 @@ def test_an_alias_that_is_another_routes_target_is_refused(
 
 
 def test_an_unexpected_error_is_a_json_500_envelope(
-    world: dict[str, Provider], staff_client: Client, monkeypatch: pytest.MonkeyPatch
+    world: dict[str, Provider], operator_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from combos import api
 
@@ -89,9 +95,9 @@ def test_an_unexpected_error_is_a_json_500_envelope(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(api.ComboViewSet, "list", broken)
-    staff_client.raise_request_exception = False
+    operator_client.raise_request_exception = False
 
-    response = staff_client.get("/api/combos")
+    response = operator_client.get("/api/combos")
 
     assert response.status_code == 500
     assert response["content-type"].startswith("application/json")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client
 
@@ -100,7 +100,11 @@ def test_an_allowed_channel_still_lists_its_pool(configured):
 @pytest.fixture
 def staff() -> Client:
     client = Client()
-    client.force_login(User.objects.create_user("ops", is_staff=True))
+    user = User.objects.create_user("ops", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(codename__in=("view_combo", "view_apikey"))
+    )
+    client.force_login(user)
     return client
 
 
