@@ -22,9 +22,14 @@ base URL without a path):
    else 4096), ``stop`` becomes ``stop_sequences``, ``user`` becomes
    ``metadata.user_id`` and ``temperature`` is capped at Anthropic's maximum of 1.
 
+5. ``reasoning_effort`` becomes ``thinking`` with a token budget by level (the
+   gateway sends it only to a model known to reason, spec 09 §2.6); the budget stays
+   below ``max_tokens``, and ``temperature``/``top_k`` (which thinking refuses) are
+   left out then.
+
 Everything else is dropped, notably ``response_format`` (Anthropic has no JSON mode;
 the instructions in the prompt still apply), ``n``, ``logprobs``, ``seed``,
-``reasoning_effort``, penalties and non-text, non-image content parts.
+penalties and non-text, non-image content parts.
 
 Reply: text blocks are joined into ``content`` (``None`` when the reply is only tool
 calls), ``tool_use`` blocks become ``tool_calls``, ``thinking`` blocks become
@@ -281,6 +286,35 @@ def _sampling(body: JSON) -> JSON:
     return out
 
 
+#: reasoning_effort -> thinking budget_tokens (Anthropic's minimum budget is 1024)
+THINKING_BUDGETS = {
+    "minimal": 1024,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+}
+MIN_THINKING_BUDGET = 1024
+#: thinking allows top_p only from this value up
+MIN_THINKING_TOP_P = 0.95
+
+
+def _thinking(upstream: JSON, effort: Any) -> None:
+    """``thinking`` for a ``reasoning_effort``, fitted under ``max_tokens``."""
+    budget = THINKING_BUDGETS.get(effort) if isinstance(effort, str) else None
+    if budget is None:
+        return  # "none" or an unknown level: no thinking
+    budget = min(budget, upstream["max_tokens"] - 1)
+    if budget < MIN_THINKING_BUDGET:
+        return
+    upstream["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    upstream.pop("temperature", None)
+    upstream.pop("top_k", None)
+    top_p = upstream.get("top_p")
+    if isinstance(top_p, int | float) and top_p < MIN_THINKING_TOP_P:
+        upstream.pop("top_p")
+
+
 def build_messages_body(body: JSON, *, model: str, stream: bool) -> JSON:
     """An OpenAI chat request -> an Anthropic Messages request (a new dict)."""
     system, messages = _translate_messages(body.get("messages"))
@@ -288,6 +322,8 @@ def build_messages_body(body: JSON, *, model: str, stream: bool) -> JSON:
     if system:
         upstream["system"] = _render_system(system)
     upstream.update(_sampling(body))
+    if body.get("reasoning_effort") is not None:
+        _thinking(upstream, body["reasoning_effort"])
     tools = _translate_tools(body.get("tools"))
     if tools:
         upstream["tools"] = tools

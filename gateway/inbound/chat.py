@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +34,13 @@ from gateway.inbound.base import (
     sse_frame,
 )
 from gateway.kernel.errors import RETRYABLE_REASONS
-from gateway.kernel.exchange import ChainEntry, ChatRequest, Redundancy, RequestError
+from gateway.kernel.exchange import (
+    Carried,
+    ChainEntry,
+    ChatRequest,
+    Redundancy,
+    RequestError,
+)
 from gateway.pipeline.result import Answer, Failure, Result, Streamed, StreamEnd
 
 GATEWAY_FIELDS = (
@@ -74,6 +81,16 @@ def _is_int(value: Any) -> bool:
     if isinstance(value, int):
         return True
     return isinstance(value, float) and value.is_integer()
+
+
+def positive_int(value: Any, param: str) -> int:
+    """An integer >= 1: a wrong type is ``invalid_type``, a wrong value
+    ``invalid_value`` (01's codes), both naming ``param``."""
+    if not _is_int(value):
+        raise _invalid("invalid_type", param, f"'{param}' must be an integer")
+    if value < 1:
+        raise _invalid("invalid_value", param, f"'{param}' must be an integer >= 1")
+    return int(value)
 
 
 def _check_range(value: Any, bounds: tuple[int, int], param: str) -> int:
@@ -243,9 +260,17 @@ def _check_messages(body: dict[str, Any]) -> None:
             )
 
 
+#: the client's own ``reasoning_effort``: carried where the model reasons, or where
+#: its capabilities are unknown and the dialect takes the field (09 §2.6)
+OWN_EFFORT = Carried("reasoning_effort", "reasoning_effort", own=True)
+
+
 def parse_chat_request(raw: bytes) -> ChatRequest:
     """Validate a chat body; raises ``RequestError`` naming the first bad field."""
-    return chat_request(parse_body(raw))
+    request = chat_request(parse_body(raw))
+    if request.body.get("reasoning_effort") is not None:
+        return dataclasses.replace(request, conditional=(OWN_EFFORT,))
+    return request
 
 
 def chat_request(

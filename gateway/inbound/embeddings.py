@@ -31,6 +31,7 @@ from gateway.inbound.chat import (
     json_reply,
     model_sent,
     parse_body,
+    positive_int,
 )
 from gateway.kernel.exchange import ChatRequest, RequestError
 from gateway.pipeline.result import Answer, Failure, Result
@@ -89,15 +90,8 @@ def _check(body: dict[str, Any]) -> None:
         raise _invalid(
             "invalid_value", "encoding_format", "'encoding_format' is float or base64"
         )
-    dimensions = body.get("dimensions")
-    if dimensions is not None and (
-        isinstance(dimensions, bool)
-        or not isinstance(dimensions, int)
-        or dimensions < 1
-    ):
-        raise _invalid(
-            "invalid_value", "dimensions", "'dimensions' must be an integer >= 1"
-        )
+    if body.get("dimensions") is not None:
+        body["dimensions"] = positive_int(body["dimensions"], "dimensions")
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise _invalid("invalid_type", "user", "'user' must be a string")

@@ -20,6 +20,7 @@ anthropic SDK speak.
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -37,9 +38,9 @@ from gateway.inbound.base import (
     bearer_or_api_key,
     with_retry_after,
 )
-from gateway.inbound.chat import chat_request, model_sent, parse_body
+from gateway.inbound.chat import chat_request, model_sent, parse_body, positive_int
 from gateway.kernel.chain import ChainError, build_chain
-from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.facts import input_tokens
 from gateway.kernel.text import text_of
 from gateway.kernel.types import KeyPolicy
@@ -47,9 +48,18 @@ from gateway.pipeline.context import ChatContext
 from gateway.pipeline.counting import count_upstream
 from gateway.pipeline.handle import chain_entries
 from gateway.pipeline.report import refusal
-from gateway.pipeline.result import Answer, Failure, Result, Streamed, StreamEnd
+from gateway.pipeline.result import (
+    Answer,
+    Failure,
+    Result,
+    Streamed,
+    StreamEnd,
+    omniroute_headers,
+)
 from telemetry.sanitize import sanitize
 
+#: how much of a streamed text is kept to find the stop sequence it ended at
+_TAIL_CHARS = 256
 #: the gateway's own body fields, as on the chat wire
 _GATEWAY_FIELDS = ("models", "fallback_models", "redundancy", "session_id")
 _STOP_REASONS = {
@@ -114,10 +124,13 @@ class _Translation:
             raise _invalid(
                 "invalid_type", f"{path}.text", f"'{path}.text' must be a string"
             )
-        part: dict[str, Any] = {"type": "text", "text": text}
-        if isinstance(block.get("cache_control"), dict):
-            part["cache_control"] = block["cache_control"]
-        return part
+        self.marker(block, path)
+        return {"type": "text", "text": text}
+
+    def marker(self, block: dict[str, Any], path: str) -> None:
+        """A ``cache_control`` marker has no chat counterpart (09 §2.6): named."""
+        if "cache_control" in block:
+            self.dropped.append(f"{path}.cache_control")
 
     def messages(self, value: Any) -> list[dict[str, Any]]:
         if value is None:
@@ -217,6 +230,7 @@ class _Translation:
         return out
 
     def _tool_result(self, block: dict[str, Any], path: str) -> dict[str, Any]:
+        self.marker(block, path)
         content = block.get("content")
         text = content if isinstance(content, str) else text_of(content, "\n\n")
         if block.get("is_error") is True:
@@ -233,6 +247,7 @@ class _Translation:
             raise _invalid(
                 "invalid_type", f"{path}.source", f"'{path}.source' is required"
             )
+        self.marker(block, path)
         media = str(source.get("media_type") or "")
         if source.get("type") == "base64" and isinstance(source.get("data"), str):
             url = f"data:{media};base64,{source['data']}"
@@ -266,6 +281,7 @@ class _Translation:
             if tool.get("type") not in (None, "custom") or "input_schema" not in tool:
                 self.dropped.append(f"tools[{index}]")  # a server tool
                 continue
+            self.marker(tool, f"tools[{index}]")
             function: dict[str, Any] = {
                 "name": str(tool.get("name") or ""),
                 "parameters": tool.get("input_schema") or {"type": "object"},
@@ -298,11 +314,7 @@ def _max_tokens(body: dict[str, Any]) -> int | None:
 
 
 def _max_tokens_value(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _invalid(
-            "invalid_value", "max_tokens", "'max_tokens' must be an integer >= 1"
-        )
-    return value
+    return positive_int(value, "max_tokens")
 
 
 def to_chat(
@@ -315,6 +327,11 @@ def to_chat(
         k: body[k] for k in (*_GATEWAY_FIELDS, "model") if k in body
     }
     messages = t.messages(body.get("messages"))
+    if not messages:  # every block was of a kind the canonical form cannot hold
+        path = t.dropped[0] if t.dropped else "messages"
+        raise _invalid(
+            "invalid_value", path, f"'{path}' is not a content block this gateway reads"
+        )
     system = t.system(body.get("system"))
     chat["messages"] = [system, *messages] if system is not None else messages
     if not counting:
@@ -338,10 +355,59 @@ def to_chat(
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
         chat["user"] = metadata["user_id"]
-    for name in ("thinking", "top_k", "container", "mcp_servers", "context_management"):
-        if name in body:
-            t.dropped.append(name)
+    effort = thinking_effort(body.get("thinking"))
+    if effort is not None:  # carried to a model that reasons (09 §2.6)
+        chat["reasoning_effort"] = effort
+    t.dropped += [name for name in _NOT_CARRIED if name in body]
+    t.dropped += [name for name in body if name not in _KNOWN]
     return chat, t.dropped
+
+
+#: Messages fields a translation cannot carry (named when sent, 09 §2.6)
+_NOT_CARRIED = (
+    "top_k",
+    "container",
+    "mcp_servers",
+    "context_management",
+    "output_config",
+    "service_tier",
+)
+#: every field of a Messages body (spec 09 §4.1); others are unknown and named
+_KNOWN = frozenset(
+    {
+        *_GATEWAY_FIELDS,
+        *_NOT_CARRIED,
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "metadata",
+        "stream",
+    }
+)
+#: ``thinking.budget_tokens`` below each bound -> that ``reasoning_effort``
+_EFFORT_BUDGETS = ((4096, "low"), (16384, "medium"))
+#: the canonical request carries ``thinking`` as an effort, to a model that reasons
+THINKING = Carried("thinking", "reasoning_effort")
+
+
+def thinking_effort(thinking: Any) -> str | None:
+    """The ``reasoning_effort`` of a ``thinking`` setting (None: no thinking)."""
+    if not isinstance(thinking, dict) or thinking.get("type") == "disabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int):
+        return "medium"  # "adaptive", or enabled without a budget
+    for bound, effort in _EFFORT_BUDGETS:
+        if budget < bound:
+            return effort
+    return "high"
 
 
 #: the client's headers an Anthropic upstream gets on a passthrough (spec 09 §2.5)
@@ -360,6 +426,7 @@ def parse_messages_request(
     return dataclasses.replace(
         request,
         dropped=tuple(dropped),
+        conditional=(THINKING,) if "reasoning_effort" in chat else (),
         surface="messages",
         original=own,
         forward=tuple((h, headers[h]) for h in FORWARDED if h in headers),
@@ -459,7 +526,23 @@ def _arguments(text: Any) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def message_of(completion: dict[str, Any]) -> dict[str, Any]:
+def stop_sequences(request: ChatRequest | None) -> tuple[str, ...]:
+    """The request's stop sequences (``stop`` in the canonical body)."""
+    stops = request.body.get("stop") if request is not None else None
+    if isinstance(stops, str):
+        return (stops,)
+    return tuple(s for s in stops or () if isinstance(s, str) and s)
+
+
+def stopped_at(text: str, stops: tuple[str, ...]) -> str | None:
+    """The stop sequence ``text`` ends at, if any (a translated ``stop`` finish
+    that met one is Anthropic's ``stop_sequence``, 09 §4.2)."""
+    return next((s for s in stops if text.endswith(s)), None)
+
+
+def message_of(
+    completion: dict[str, Any], stops: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """A ``chat.completion`` as an Anthropic ``message`` object (09 §4.2)."""
     choices = completion.get("choices") or [{}]
     choice = _dict(choices[0])
@@ -483,14 +566,16 @@ def message_of(completion: dict[str, Any]) -> dict[str, Any]:
             }
         )
     finish = choice.get("finish_reason")
+    stop = _STOP_REASONS.get(finish, "end_turn") if finish else "end_turn"
+    sequence = stopped_at(text, stops) if finish == "stop" else None
     return {
         "id": _message_id(completion.get("id")),
         "type": "message",
         "role": "assistant",
         "model": completion.get("model"),
         "content": content,
-        "stop_reason": _STOP_REASONS.get(finish, "end_turn") if finish else "end_turn",
-        "stop_sequence": None,
+        "stop_reason": "stop_sequence" if sequence is not None else stop,
+        "stop_sequence": sequence,
         "usage": anthropic_usage(completion.get("usage")),
     }
 
@@ -535,10 +620,23 @@ class MessagesStream:
     upstream's last chunks and go out on ``message_delta`` with the report.
     """
 
-    __slots__ = ("args", "block", "calls", "index", "started", "stop", "usage")
+    __slots__ = (
+        "args",
+        "block",
+        "calls",
+        "index",
+        "started",
+        "stop",
+        "stops",
+        "tail",
+        "usage",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, stops: tuple[str, ...] = ()) -> None:
         self.started = False
+        #: the request's stop sequences, and the end of the text sent so far
+        self.stops = stops
+        self.tail = ""
         #: the open block's kind ("text", "thinking", "tool_use") and its index
         self.block: str | None = None
         self.index = -1
@@ -640,6 +738,8 @@ class MessagesStream:
                     out += self._text("thinking", reasoning)
                 if isinstance(delta.get("content"), str) and delta["content"]:
                     out += self._text("text", delta["content"])
+                    if self.stops:
+                        self.tail = (self.tail + delta["content"])[-_TAIL_CHARS:]
                 for call in delta.get("tool_calls") or ():
                     if isinstance(call, dict):
                         out += self._tool(call)
@@ -666,9 +766,13 @@ class MessagesStream:
                 },
             )
         usage = anthropic_usage(end.usage or self.usage)
+        stop, sequence = self.stop or "end_turn", None
+        if stop == "end_turn" and self.stops:
+            sequence = stopped_at(self.tail, self.stops)
+            stop = "stop_sequence" if sequence is not None else stop
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": self.stop or "end_turn", "stop_sequence": None},
+            "delta": {"stop_reason": stop, "stop_sequence": sequence},
             "usage": usage,
             "omniroute": end.report,
         }
@@ -707,7 +811,8 @@ class MessagesWire(Pipelined):
             if result.raw is not None:  # the upstream's own message (09 §2.5)
                 payload = {**result.raw, "model": served, "omniroute": result.report}
             else:
-                payload = {**message_of(result.completion), "omniroute": result.report}
+                message = message_of(result.completion, stop_sequences(result.request))
+                payload = {**message, "omniroute": result.report}
             headers = [JSON_CONTENT_TYPE, *result.headers]
             return JSONReply(
                 status=result.status, body=orjson.dumps(payload), headers=headers
@@ -720,7 +825,9 @@ class MessagesWire(Pipelined):
         return StreamReply(
             headers=[*SSE_HEADERS, *streamed.headers],
             body=streamed.relay.frames(
-                MessagesPassthrough() if streamed.passthrough else MessagesStream()
+                MessagesPassthrough()
+                if streamed.passthrough
+                else MessagesStream(stop_sequences(streamed.request))
             ),
             status=streamed.status,
         )
@@ -741,27 +848,41 @@ class CountTokensWire(MessagesWire):
         return parse_messages_request(raw, headers, counting=True)
 
     async def serve(self, raw: bytes, ctx: ChatContext, key: KeyPolicy) -> Reply:
+        rec = ctx.start_run(key)
         try:
             request = self.parse(raw, ctx.headers)
-            chosen = chain_entries(ctx.table, key, request, {}, ctx.start_run(key))
+            rec.requested_model = request.entries[0].model
+            chosen = chain_entries(ctx.table, key, request, ctx.headers, rec)
             chain = build_chain(
                 ctx.table, key, chosen.entries, explicit=True, warnings=[]
             )
         except (RequestError, ChainError) as exc:
-            return self.error(refusal(ctx, exc, None))
-        counted = await count_upstream(ctx.table, chain, request)
+            if not rec.requested_model:
+                rec.requested_model = model_sent(raw)
+            return self.error(refusal(ctx, exc, rec))
+        rec.route = "chain" if len(chain) > 1 else chain[0].resolved.route
+        counted = await count_upstream(ctx.table, chain, request, rec)
+        calls = len(rec.attempts)
+        headers = [JSON_CONTENT_TYPE]
         if counted is not None:  # an Anthropic-kind candidate counted it (09 §4.5)
-            served = counted.target.model.key.encode()
-            return JSONReply(
-                status=200,
-                body=orjson.dumps({"input_tokens": counted.input_tokens}),
-                headers=[JSON_CONTENT_TYPE, (b"x-omniroute-served-model", served)],
-            )
-        count = input_tokens(request.body.get("messages"))
+            rec.succeed(counted.target, 200, calls, len(chain) > 1)
+            count = counted.input_tokens
+            served: str | None = counted.target.model_key
+        else:
+            rec.attempt_count, rec.failover = calls, len(chain) > 1
+            count = input_tokens(request.body.get("messages"))
+            served = None
+            headers.append((b"x-omniroute-token-count", b"estimated"))
+        headers += omniroute_headers(
+            served_model=served,
+            attempts=calls,
+            route=rec.route,
+            overhead_ms=rec.overhead_ms(),
+        )
+        rec.finished_at = time.time()
+        ctx.record(rec)
         return JSONReply(
-            status=200,
-            body=orjson.dumps({"input_tokens": count}),
-            headers=[JSON_CONTENT_TYPE, (b"x-omniroute-token-count", b"estimated")],
+            status=200, body=orjson.dumps({"input_tokens": count}), headers=headers
         )
 
 

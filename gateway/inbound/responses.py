@@ -42,11 +42,17 @@ from gateway.inbound.base import (
     bearer_or_api_key,
     openai_error,
 )
-from gateway.inbound.chat import GATEWAY_FIELDS, chat_request, model_sent, parse_body
+from gateway.inbound.chat import (
+    GATEWAY_FIELDS,
+    chat_request,
+    model_sent,
+    parse_body,
+    positive_int,
+)
 from gateway.inbound.stored import Stored
 from gateway.inbound.stored import load as load_stored
 from gateway.inbound.stored import save as save_stored
-from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.text import text_of
 from gateway.kernel.types import KeyPolicy
 from gateway.pipeline.context import ChatContext
@@ -130,14 +136,9 @@ def _validate(body: dict[str, Any]) -> None:
         raise _invalid(
             "invalid_type", "input", "'input' must be a string or a list of items"
         )
-    maximum = body.get("max_output_tokens")
-    if maximum is not None and (
-        isinstance(maximum, bool) or not isinstance(maximum, int) or maximum < 1
-    ):
-        raise _invalid(
-            "invalid_value",
-            "max_output_tokens",
-            "'max_output_tokens' must be an integer >= 1",
+    if body.get("max_output_tokens") is not None:
+        body["max_output_tokens"] = positive_int(
+            body["max_output_tokens"], "max_output_tokens"
         )
     _number(body, "temperature", 0, 2)
     _number(body, "top_p", 0, 1)
@@ -468,8 +469,16 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
         own["input"] = [*ex.context, *ex.own_input]
     own["store"] = False  # 09 §3.4: upstream calls never store
     return dataclasses.replace(
-        request, dropped=tuple(dropped), surface="responses", original=own
+        request,
+        dropped=tuple(dropped),
+        conditional=(EFFORT,) if "reasoning_effort" in chat else (),
+        surface="responses",
+        original=own,
     )
+
+
+#: ``reasoning.effort``, carried to a model that reasons (09 §2.6)
+EFFORT = Carried("reasoning.effort", "reasoning_effort")
 
 
 # --- canonical -> bytes ---------------------------------------------------------------
@@ -639,11 +648,13 @@ def response_of(completion: dict[str, Any], ex: Exchange) -> dict[str, Any]:
 def passthrough_response(
     raw: dict[str, Any], ex: Exchange, model: Any
 ) -> dict[str, Any]:
-    """The upstream's own response object, as this gateway answered it: the served
-    model, and the client's own ``store`` and ``previous_response_id``."""
+    """The upstream's own response object, as this gateway answered it: this
+    gateway's id (the one it stores under, per key: an upstream's ids may repeat),
+    the served model, and the client's own ``store`` and ``previous_response_id``."""
     body = ex.body or {}
     return {
         **raw,
+        "id": ex.response_id,
         "model": model,
         "store": ex.store,
         "previous_response_id": body.get("previous_response_id"),

@@ -66,6 +66,20 @@ class Original:
     forward: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A canonical ``field`` that an attempt carries only where the target's model
+    has ``capability`` (spec 09 §2.6: ``thinking`` to a model without reasoning);
+    elsewhere it is left out of that attempt and ``path`` (the client's name) is
+    named.  ``own``: the client sent the field itself on its own wire, so a model of
+    unknown capabilities on a dialect that takes the field natively gets it."""
+
+    path: str
+    field: str
+    capability: str = "reasoning"
+    own: bool = False
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatRequest:
     body: dict[str, Any]  # gateway fields removed; what goes upstream (model aside)
@@ -91,6 +105,8 @@ class ChatRequest:
     #: the field only a passthrough carries whole (several legacy prompts: 09 §6);
     #: a candidate whose dialect does not speak ``surface`` is then skipped
     passthrough_only: str | None = None
+    #: canonical fields an attempt carries only to a capable model (09 §2.6)
+    conditional: tuple[Carried, ...] = ()
 
     def surface_needs(self) -> tuple[Need, ...]:
         """What the request needs of a candidate's dialect itself."""

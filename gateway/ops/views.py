@@ -24,10 +24,12 @@ from gateway import drain
 from gateway.config.state import tables
 from gateway.edge.auth import authenticate
 from gateway.inbound.base import error_body
+from gateway.inbound.messages import anthropic_error
 from gateway.kernel.exchange import RequestError
 from gateway.kernel.globs import matches
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.ops.auto_views import model_entries
+from gateway.pipeline.result import Failure
 from providers.http import product_version
 from providers.models import JobRun
 from telemetry import metrics
@@ -36,7 +38,28 @@ logger = logging.getLogger("omniroute.gateway")
 READYZ_PING_MAX_S = 1.0  # a probe never waits longer on a silent Redis
 
 
-def _error(exc: RequestError, headers: dict[str, str] | None = None) -> HttpResponse:
+def _error(
+    exc: RequestError,
+    headers: dict[str, str] | None = None,
+    *,
+    anthropic: bool = False,
+) -> HttpResponse:
+    """The error in the OpenAI envelope, or Anthropic's for a client that sent
+    ``anthropic-version`` (spec 09 §4.4, §4.6)."""
+    if anthropic:
+        failure = Failure(
+            status=exc.status,
+            code=exc.code,
+            message=exc.message,
+            error_type=exc.error_type,
+            param=exc.param,
+        )
+        return HttpResponse(
+            orjson.dumps(anthropic_error(failure)),
+            status=exc.status,
+            content_type="application/json",
+            headers=headers,
+        )
     body = error_body(
         message=exc.message, error_type=exc.error_type, code=exc.code, param=exc.param
     )
@@ -98,7 +121,7 @@ async def models_view(request: HttpRequest) -> HttpResponse:
         key = authenticate(headers, table, time.time())
     except RequestError as exc:
         metrics.bounded(metrics.REFUSALS, exc.code).inc()
-        return _error(exc)
+        return _error(exc, anthropic=_anthropic(request))
     entries = model_list(table, key)
     if _anthropic(request):  # spec 09 §4.6: the anthropic SDK's shape
         listed = [_anthropic_model(entry) for entry in entries]
@@ -279,7 +302,7 @@ async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
         key = authenticate(headers, table, time.time())
     except RequestError as exc:
         metrics.bounded(metrics.REFUSALS, exc.code).inc()
-        return _error(exc)
+        return _error(exc, anthropic=_anthropic(request))
     for entry in model_list(table, key):
         if entry["id"] == model_id:
             shown = _anthropic_model(entry) if _anthropic(request) else entry
@@ -291,7 +314,8 @@ async def model_view(request: HttpRequest, model_id: str) -> HttpResponse:
             f"The model '{model_id}' does not exist",
             param="model",
             error_type="not_found_error",
-        )
+        ),
+        anthropic=_anthropic(request),
     )
 
 

@@ -1,8 +1,9 @@
 """``count_tokens`` upstream (spec 09 §4.5): the chain's candidates in declared order
 (combos and ``auto`` ids as ``plan_targets`` lists them, without planning, so no
 strategy state moves), the first whose dialect counts tokens itself asked by
-passthrough, the next such one on a failover trigger.  Not billed, no limits, no
-health fed: a count is not an answer."""
+passthrough, the next such one on a failover trigger.  Each call is an attempt row
+of the request's log record; not billed, no limits, no health fed: a count is not
+an answer."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from gateway.dialects import dialect_of
 from gateway.kernel.chain import Slot, plan_targets
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.exchange import ChatRequest
+from gateway.kernel.failover import Item
 from gateway.kernel.types import RoutingTable, Target
 from gateway.pipeline import upstream
 from gateway.pipeline.health import conn_key
+from gateway.pipeline.record import RunRecord
 from providers.health import board
 from providers.http import client_for
 
@@ -31,17 +34,18 @@ class Counted:
     target: Target
 
 
-def counters(table: RoutingTable, chain: Sequence[Slot]) -> list[Target]:
-    """The chain's candidates whose dialect counts tokens, in order, each once."""
-    found: list[Target] = []
+def counters(table: RoutingTable, chain: Sequence[Slot]) -> list[tuple[int, Target]]:
+    """``(slot, target)`` of the chain's candidates whose dialect counts tokens, in
+    order, each once."""
+    found: list[tuple[int, Target]] = []
     seen: set[str] = set()
     warnings: list[str] = []
-    for slot in chain:
+    for index, slot in enumerate(chain):
         for target in plan_targets(table, slot, warnings):
             if target.key in seen or not dialect_of(target).counts_tokens:
                 continue
             seen.add(target.key)
-            found.append(target)
+            found.append((index, target))
     return found
 
 
@@ -54,20 +58,22 @@ def _usable(target: Target, now: float) -> bool:
 
 
 async def count_upstream(
-    table: RoutingTable, chain: Sequence[Slot], request: ChatRequest
+    table: RoutingTable,
+    chain: Sequence[Slot],
+    request: ChatRequest,
+    rec: RunRecord,
 ) -> Counted | None:
-    """The first upstream count of the chain's counting candidates, or None."""
+    """The first upstream count of the chain's counting candidates, or None; every
+    call is an attempt row of ``rec`` (never billable)."""
     original = request.passthrough()
     if original is None:
         return None
     timeout_s = table.settings.attempt_timeout_ms / 1000
-    calls = 0
-    for target in counters(table, chain):
-        if calls >= MAX_COUNT_CALLS:
+    for slot_index, target in counters(table, chain):
+        if len(rec.attempts) >= MAX_COUNT_CALLS:
             break
         if not _usable(target, time.time()):
             continue
-        calls += 1
         dialect = dialect_of(target)
         call = dialect.count_tokens_request(
             base_url=target.provider.base_url,
@@ -76,19 +82,34 @@ async def count_upstream(
             body=_without_output_fields(original.body),
             forward=original.forward,
         )
+        started_wall = time.time()
         result = await upstream.call_json(
             client_for(target.provider.kind),
             dialect,
             call,
             timeout_s=timeout_s,
-            created=int(time.time()),
+            created=int(started_wall),
         )
-        if result.failure is None and result.completion is not None:
+        result.passthrough = True
+        rec.upstream_wait_s += result.latency_s
+        failure = result.failure
+        item = Item(
+            model=target.model_key,
+            slot=slot_index,
+            via=None,
+            status="served" if failure is None else "failed",
+            reason=failure.reason.value if failure is not None else None,
+            detail=failure.detail.value
+            if failure is not None and failure.detail is not None
+            else None,
+            latency_ms=round(result.latency_s * 1000),
+            http_status=result.http_status,
+            connection=target.connection.name,
+        )
+        rec.add_attempt(target, item, started_wall, result)
+        if failure is None and result.completion is not None:
             return Counted(int(result.completion["input_tokens"]), target)
-        if (
-            result.failure is not None
-            and result.failure.reason not in RETRYABLE_REASONS
-        ):
+        if failure is None or failure.reason not in RETRYABLE_REASONS:
             break
     return None
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.dialects import dialect_for
-from gateway.kernel.chain import Slot
-from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.dialects import dialect_for, dialect_of
+from gateway.kernel.chain import Slot, plan_targets
+from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.resolve import RouteKind
-from gateway.kernel.types import RoutingTable
+from gateway.kernel.types import RoutingTable, Target
 from gateway.planning.strategies import ORDERING
 
 
@@ -62,19 +62,53 @@ def _carried(table: RoutingTable, chain: Sequence[Slot], surface: str) -> bool:
     return True
 
 
+def carries(target: Target, carried: Carried) -> bool:
+    """``target``'s model takes ``carried``: it is known to have the capability, or
+    its capabilities are unknown, the client sent the field on its own wire, and the
+    dialect takes the field as it is (``reasoning_effort``)."""
+    capabilities = target.model.capabilities
+    if capabilities is not None:
+        return carried.capability in capabilities
+    return carried.own and dialect_of(target).reasoning_effort
+
+
+def _left_out(
+    table: RoutingTable, request: ChatRequest, chain: Sequence[Slot]
+) -> str | None:
+    """The first ``Carried`` field some translated candidate would leave out."""
+    targets = [t for slot in chain for t in plan_targets(table, slot, [])]
+    for carried in request.conditional:
+        if carried.field not in request.body:
+            continue
+        for target in targets:
+            through = (
+                request.original is not None
+                and request.surface in dialect_of(target).surfaces
+            )
+            if not through and not carries(target, carried):
+                return carried.path
+    return None
+
+
 def strict_refusal(
     table: RoutingTable,
     request: ChatRequest,
     chain: Sequence[Slot],
     headers: Mapping[str, str],
 ) -> RequestError | None:
-    if not request.dropped:
+    if not request.dropped and not request.conditional:
         return None
     if headers.get("x-omniroute-strict", "").strip().lower() != "true":
         return None
-    if request.original is not None and _carried(table, chain, request.surface):
+    path: str | None = None
+    if request.dropped and not (
+        request.original is not None and _carried(table, chain, request.surface)
+    ):
+        path = request.dropped[0]
+    if path is None:
+        path = _left_out(table, request, chain)
+    if path is None:
         return None
-    path = request.dropped[0]
     return RequestError(
         400,
         "unsupported_parameter",

@@ -135,7 +135,7 @@ async def handle(
         session_key=chosen.session_key,
     )
     try:
-        return _with_dropped(_with_tier(await run_chain(run), rec), request)
+        return _with_dropped(_with_tier(await run_chain(run), rec), request, rec)
     except BaseException:
         if rec.limits is not None:  # ended before a record reached the front door
             rec.limits(rec)
@@ -149,15 +149,19 @@ def _route_of(ctx: ChatContext, entry: EntrySpec) -> str:
         return "unresolved"
 
 
-def _with_dropped(result: Result, request: ChatRequest) -> Result:
-    """Spec 09 §2.6: what the wire's translation left out, named on the answer it
-    shaped (a passthrough carried everything)."""
+def _with_dropped(result: Result, request: ChatRequest, rec: RunRecord) -> Result:
+    """Spec 09 §2.6: what the wire's translation (and the serving attempt, for a
+    field its model cannot take) left out, named on the answer it shaped (a
+    passthrough carried everything)."""
     passthrough = (isinstance(result, Answer) and result.raw is not None) or (
         isinstance(result, Streamed) and result.passthrough
     )
-    if request.dropped and not passthrough and not isinstance(result, Failure):
-        dropped = ",".join(request.dropped).encode()
-        result.headers.append((b"x-omniroute-dropped", dropped))
+    if passthrough or isinstance(result, Failure):
+        return result
+    served = result.served if isinstance(result, Streamed) else rec.served
+    paths = rec.dropped_for(served) if served is not None else request.dropped
+    if paths:
+        result.headers.append((b"x-omniroute-dropped", ",".join(paths).encode()))
     return result
 
 

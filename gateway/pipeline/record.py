@@ -76,6 +76,9 @@ class RunRecord:
     #: what the wire's translation could not carry (spec 09 §2.6): a translated
     #: attempt's ``dropped``
     dropped: tuple[str, ...] = ()
+    #: target key -> what that target's attempts also left out (a ``Carried`` field
+    #: its model cannot take)
+    attempt_dropped: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: events to publish once the response is finished (``model_failover``)
     events: list[dict[str, Any]] = field(default_factory=list)
     #: spec 08 §6: reconciles the key's rate-limit and budget reservation; the front
@@ -178,7 +181,7 @@ class RunRecord:
                 "billable": billable,
                 "cooldown_trigger": trigger,
                 "passthrough": passthrough,
-                "dropped": [] if passthrough else list(self.dropped),
+                "dropped": [] if passthrough else self.dropped_for(target),
                 "error_message": sanitize(error.message)
                 if error and error.message
                 else None,
@@ -222,6 +225,10 @@ class RunRecord:
             self.served = served
         self.client_disconnected = True
         self.attempt_count = max(self.attempt_count, len(self.attempts))
+
+    def dropped_for(self, target: Target) -> list[str]:
+        """What a translated attempt on ``target`` left out (spec 09 §2.6)."""
+        return [*self.dropped, *self.attempt_dropped.get(target.key, ())]
 
     def smart(self, outcome: Any) -> None:
         """Remember the smart-routing outcome (headers, log fields)."""

@@ -160,7 +160,13 @@ def answer(
     )
     run.rec.succeed(target, 200, run.calls, run.failover)
     run.ctx.record(run.rec)
-    return Answer(completion=completion, report=report, headers=headers, raw=raw)
+    return Answer(
+        completion=completion,
+        report=report,
+        headers=headers,
+        raw=raw,
+        request=run.request,
+    )
 
 
 def auto_refusal(run: Run, refusal: Refusal) -> Failure:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.kernel.exchange import ChatRequest
+from gateway.kernel.types import Target
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -33,6 +34,8 @@ class Answer:
     status: int = 200
     #: the upstream's own answer, when the call was a passthrough (spec 09 §2.5)
     raw: dict[str, Any] | None = None
+    #: the request it answers (a wire's rendering may depend on what it asked for)
+    request: ChatRequest | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -90,6 +93,8 @@ class Streamed:
     status: int = 200
     #: the upstream's own events ride along (``dialects.RAW`` chunks, 09 §2.5)
     passthrough: bool = False
+    #: the target whose stream it is, when one target serves it
+    served: Target | None = None
 
 
 Result = Answer | Failure | Streamed

@@ -25,6 +25,7 @@ from gateway.auto.engine import healing
 from gateway.auto.engine.decide import Decision
 from gateway.auto.engine.effort import apply_effort
 from gateway.auto.live import Controls, auto_route, plan_auto, read_controls
+from gateway.dialects import dialect_of
 from gateway.kernel.chain import Options, Slot, effective_options, plan_targets
 from gateway.kernel.exchange import ChatRequest, RequestError
 from gateway.kernel.facts import Need, cache_key, needed_tokens, needs
@@ -33,6 +34,7 @@ from gateway.kernel.relay import with_handoff
 from gateway.kernel.types import ComboInfo, KeyPolicy, PlannedUnit, Target
 from gateway.pipeline import handoff
 from gateway.pipeline.filters import pre_call_skip, skip_item
+from gateway.pipeline.fit import carries
 from gateway.pipeline.health import remember_good
 from gateway.planning.combo import plan_combo
 from gateway.planning.plan import ComboPlan, request_facts
@@ -152,8 +154,11 @@ class Run:
         return options
 
     def attempt_body(self, target: Target) -> dict[str, Any]:
-        """The body for one attempt: a relay handoff note, ``X-OmniRoute-Effort``."""
+        """The body for one attempt: without what its model cannot carry (09 §2.6),
+        a relay handoff note, ``X-OmniRoute-Effort``."""
         body = self.request.body
+        if self.request.conditional and not self._passes_through(target):
+            body = self._carried(body, target)
         summary = self.injected.get(target.key)
         if summary is not None:
             body = with_handoff(body, summary)
@@ -165,6 +170,23 @@ class Run:
                 provider_kind=target.provider.kind,
                 capabilities=target.model.capabilities,
             )
+        return body
+
+    def _passes_through(self, target: Target) -> bool:
+        """The attempt sends the client's own body (09 §2.5): nothing is dropped."""
+        return (
+            self.request.original is not None
+            and self.request.surface in dialect_of(target).surfaces
+        )
+
+    def _carried(self, body: dict[str, Any], target: Target) -> dict[str, Any]:
+        left: list[str] = []
+        for carried in self.request.conditional:
+            if carried.field in body and not carries(target, carried):
+                body = {k: v for k, v in body.items() if k != carried.field}
+                left.append(carried.path)
+        if left:
+            self.rec.attempt_dropped[target.key] = tuple(left)
         return body
 
     # --- planning a slot ----------------------------------------------------------

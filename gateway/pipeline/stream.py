@@ -263,4 +263,5 @@ def relayed(run: Run, opened: Opened) -> Streamed:
         request=run.request,
         headers=report.stream_headers(run, omni),
         passthrough=opened.stream.result.passthrough,
+        served=opened.target,
     )

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from gateway.dialects.anthropic import AnthropicDialect
+from gateway.dialects.anthropic import AnthropicDialect, build_messages_body
 from gateway.dialects.base import BadUpstreamResponse, StreamErrorEvent
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
@@ -910,3 +910,36 @@ def test_non_json_error_falls_back_to_truncated_text(dialect):
 
     assert error == UpstreamError(message=text[:2000])
     assert len(error.message) == 2000
+
+
+# --- reasoning_effort -> thinking (spec 09 §2.6) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("effort", "max_tokens", "thinking"),
+    [
+        ("low", 8000, {"type": "enabled", "budget_tokens": 2048}),
+        ("medium", 8000, {"type": "enabled", "budget_tokens": 7999}),
+        ("high", 20000, {"type": "enabled", "budget_tokens": 16384}),
+        ("minimal", 1000, None),  # no room for the 1 024-token minimum
+        ("none", 8000, None),
+        ("bogus", 8000, None),
+    ],
+)
+def test_reasoning_effort_becomes_a_thinking_budget_under_max_tokens(
+    effort, max_tokens, thinking
+):
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "reasoning_effort": effort,
+        "max_tokens": max_tokens,
+        "temperature": 0.2,
+        "top_p": 0.5,
+    }
+    out = build_messages_body(body, model="m", stream=False)
+    assert out.get("thinking") == thinking
+    if thinking is not None:  # thinking refuses these
+        assert "temperature" not in out
+        assert "top_p" not in out
+    else:
+        assert out["temperature"] == 0.2

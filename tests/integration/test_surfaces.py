@@ -94,7 +94,9 @@ def test_strict_refuses_a_responses_drop_before_any_call(gateway, upstream):
     assert lenient.headers["x-omniroute-dropped"] == "tools[0]"
 
 
-def test_count_tokens_asks_an_anthropic_upstream_by_passthrough(claude, upstream):
+def test_count_tokens_asks_an_anthropic_upstream_by_passthrough(
+    claude, upstream, gateway
+):
     counted = claude.messages.with_raw_response.count_tokens(
         model="pc/m3",
         messages=[{"role": "user", "content": "hello " * 50}],
@@ -108,13 +110,37 @@ def test_count_tokens_asks_an_anthropic_upstream_by_passthrough(claude, upstream
     assert sent["body"]["model"] == "m3"
     assert sent["headers"]["anthropic-beta"] == "token-counting-2024-11-01"
     assert sent["headers"]["x-api-key"] == "sk-ant-upstream-secret-pc-123456"
+    headers = counted.http_response.headers
+    assert (headers["x-omniroute-route"], headers["x-omniroute-attempts"]) == (
+        "direct",
+        "1",
+    )
+    # logged (endpoint count_tokens), never billed (09 §4.5)
+    row = gateway.requests_log()[-1]
+    assert (row["endpoint"], row["served_model"], row["cost_usd"]) == (
+        "count_tokens",
+        "pc/m3",
+        None,
+    )
+    attempt = gateway.attempts_log(row["id"])[-1]
+    assert (attempt["passthrough"], attempt["billable"]) == (1, 0)
+    metrics = httpx.get(f"{gateway.url}/metrics", timeout=10).text
+    assert 'omniroute_requests_total{endpoint="count_tokens"' in metrics
 
 
-def test_count_tokens_fails_over_then_counts_locally(claude, upstream):
+def test_count_tokens_fails_over_then_counts_locally(claude, upstream, gateway):
     upstream.add("m3", status=500)
     counted = claude.messages.with_raw_response.count_tokens(
         model="pc/m3", messages=[{"role": "user", "content": "hello " * 50}]
     )
     assert counted.parse().input_tokens > 50
     assert counted.http_response.headers["x-omniroute-token-count"] == "estimated"
+    assert counted.http_response.headers["x-omniroute-attempts"] == "1"
     assert len(upstream.requests()) == 1
+    row = gateway.requests_log()[-1]
+    assert (row["endpoint"], row["status"], row["served_model"]) == (
+        "count_tokens",
+        "success",
+        None,
+    )
+    assert gateway.attempts_log(row["id"])[-1]["result"] == "server_error"
