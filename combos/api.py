@@ -35,8 +35,10 @@ from providers import services as provider_services
 from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import (
+    UNSTORABLE_MESSAGE,
     Checker,
     Problem,
+    unstorable_path,
     validate_connection,
     validate_provider,
 )
@@ -106,6 +108,9 @@ class ConfigViewSet(viewsets.ViewSet):
     def _write(self, data: Any, instance: Any | None, code: int) -> Response:
         if not isinstance(data, dict):
             return problems_response([Problem("", "body must be a JSON object")])
+        bad = unstorable_path(data)
+        if bad is not None:  # a 400 naming it, not a database error
+            return problems_response([Problem(bad, UNSTORABLE_MESSAGE)])
         try:
             result = self.save(dict(data), instance)
         except services.ConfigInvalid as exc:

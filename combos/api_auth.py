@@ -40,9 +40,10 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
 
         header = request.META.get("HTTP_AUTHORIZATION", "")
         scheme, _, token = header.partition(" ")
+        token = token.strip()  # "Bearer  <token>" as on /v1
         if scheme.lower() != "bearer" or not token.startswith(ADMIN_TOKEN_PREFIX):
             return None
-        digest = hashlib.sha256(token.strip().encode()).hexdigest()
+        digest = hashlib.sha256(token.encode()).hexdigest()
         row = AdminToken.objects.select_related("user").filter(key_hash=digest).first()
         # found by digest; the final equality test is constant-time (spec 08 §5.1)
         if (

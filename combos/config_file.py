@@ -27,7 +27,14 @@ from combos.key_validation import (
     validate_smart_route,
 )
 from combos.settings_validation import validate_settings
-from providers.validation import Checker, ConfigIndex, Problem, validate_provider
+from providers.validation import (
+    UNSTORABLE_MESSAGE,
+    Checker,
+    ConfigIndex,
+    Problem,
+    unstorable_path,
+    validate_provider,
+)
 
 TOP_LEVEL = (
     "providers",
@@ -114,6 +121,9 @@ def load_yaml(text: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigFileError([Problem("", "the file must be a mapping of sections")])
+    bad = unstorable_path(data)
+    if bad is not None:  # a problem with its path, not a database traceback
+        raise ConfigFileError([Problem(bad, UNSTORABLE_MESSAGE)])
     return data
 
 

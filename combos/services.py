@@ -176,9 +176,10 @@ def check_combo(
             )
         if previous_name is not None and previous_name.lower() != lowered:
             index.combos.pop(previous_name.lower(), None)
+        targets = data.get("targets")
         refs = [
             str(t["combo"]).lower()
-            for t in data.get("targets") or []
+            for t in (targets if isinstance(targets, list) else [])
             if isinstance(t, dict) and isinstance(t.get("combo"), str)
         ]
         index.combos[lowered] = (name, str(data.get("strategy", "priority")), refs)

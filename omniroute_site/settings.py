@@ -210,6 +210,10 @@ OMNIROUTE_SESSION_PIN_TTL_SECONDS = env_int(
 )
 OMNIROUTE_SESSION_MAX_PINS = env_int("OMNIROUTE_SESSION_MAX_PINS", 10_000, minimum=1)
 OMNIROUTE_NODE = f"{socket.gethostname()}:{os.getpid()}"
+# Multiprocess metrics (several workers): prometheus_client refuses a missing folder at
+# the first metric write, which would crash every manage.py command; create it.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 # Custom router strategies (spec 04 §8): dotted module paths, comma-separated. The
 # ``combos`` app imports them in ``ready()``, so in every process, before any config
 # is validated; a module that cannot be imported stops start-up.

@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from gateway.dialects import REGISTRY, WIRES, wires_of
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
@@ -27,6 +28,45 @@ MAX_TARGETS = 16
 MAX_COMBO_DEPTH = 3
 ON_ORDER = tuple(r.value for r in RETRYABLE_REASONS)
 CAPABILITIES = ("tools", "vision", "reasoning", "json", "embeddings")
+#: what no column can store: NUL (PostgreSQL text) and unpaired surrogates (UTF-8)
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "must not contain NUL or unpaired surrogate characters"
+_MAX_WALK_DEPTH = 200
+
+
+def http_url(value: str) -> bool:
+    """An http(s) URL with a host (and a port, if any, that parses)."""
+    if not re.match(r"^https?://[^\s/]+", value) or re.search(r"\s", value):
+        return False
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # "http://[::1", "http://h:99999"
+        return False
+    return bool(parts.hostname) and port_ok
+
+
+def unstorable_path(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """The path of the first string (or mapping key) in ``value`` that no column
+    can store, else None; ``path`` is the dotted path of ``value`` itself."""
+    if depth > _MAX_WALK_DEPTH:
+        return None
+    if isinstance(value, str):
+        return path if UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and UNSTORABLE.search(key):
+                return path or "(a key)"
+            found = unstorable_path(item, here, depth + 1)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = unstorable_path(item, f"{path}[{index}]", depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +215,9 @@ class Checker:
             return None
         if len(value) > max_len:
             self.error(name, f"must be at most {max_len} characters")
+            return None
+        if UNSTORABLE.search(value):
+            self.error(name, UNSTORABLE_MESSAGE)
             return None
         if pattern is not None and not pattern.fullmatch(value):
             self.error(name, f"'{value}' does not match {pattern.pattern}")
@@ -337,9 +380,9 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     if kind is not None and REGISTRY[kind].needs_base_url:
         if not base_url:
             check.error("base_url", "is required for this kind")
-        elif not re.match(r"^https?://[^\s/]+", base_url):
+        elif not http_url(base_url):
             check.error("base_url", "must be an http or https URL")
-    elif base_url and not re.match(r"^https?://[^\s/]+", base_url):
+    elif base_url and not http_url(base_url):
         check.error("base_url", "must be an http or https URL")
     out: dict[str, Any] = {"slug": slug, "kind": kind, "base_url": base_url or ""}
     wires = wires_of(kind) if kind is not None else ALL_WIRES

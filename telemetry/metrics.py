@@ -7,6 +7,7 @@ beyond ``OMNIROUTE_METRICS_MAX_SERIES`` per family into ``other`` and counts the
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -58,11 +59,19 @@ MODEL_FAILOVERS = Counter(
     "Moves from one chain slot to the next",
     ("from_model", "to_model", "reason"),
 )
+# In-flight and buffered counts are summed over the live workers: a worker that
+# died (kill -9) leaves no series behind (``forget_dead_workers``).
 REQUESTS_IN_FLIGHT = Gauge(
-    "omniroute_requests_in_flight", "Client requests in progress", ("stream",)
+    "omniroute_requests_in_flight",
+    "Client requests in progress",
+    ("stream",),
+    multiprocess_mode="livesum",
 )
 UPSTREAM_IN_FLIGHT = Gauge(
-    "omniroute_upstream_in_flight", "Upstream attempts in progress", ("provider",)
+    "omniroute_upstream_in_flight",
+    "Upstream attempts in progress",
+    ("provider",),
+    multiprocess_mode="livesum",
 )
 OVERHEAD = Histogram(
     "omniroute_gateway_overhead_seconds",
@@ -86,7 +95,10 @@ LOG_ROWS_DROPPED = Counter(
     "omniroute_log_rows_dropped_total", "Log rows dropped", ("table", "reason")
 )
 LOG_BUFFER_ROWS = Gauge(
-    "omniroute_log_buffer_rows", "Rows waiting to be written", ("table",)
+    "omniroute_log_buffer_rows",
+    "Rows waiting to be written",
+    ("table",),
+    multiprocess_mode="livesum",
 )
 LOG_FLUSH_FAILURES = Counter(
     "omniroute_log_flush_failures_total", "Failed flush transactions"
@@ -141,7 +153,10 @@ ROUTING_LATENCY_ESTIMATE = Gauge(
     ("target",),
 )
 ROUTING_IN_FLIGHT = Gauge(
-    "omniroute_routing_in_flight", "Attempts in flight on this node", ("target",)
+    "omniroute_routing_in_flight",
+    "Attempts in flight on this node",
+    ("target",),
+    multiprocess_mode="livesum",
 )
 ROUTING_SESSION_AFFINITY = Counter(
     "omniroute_routing_session_affinity_total",
@@ -254,3 +269,50 @@ SHARED_STATE_FALLBACKS = Counter(
     "backed off)",
     ("op",),
 )
+
+
+# --- multiprocess files of dead workers --------------------------------------------
+
+_LIVE_FILE = re.compile(r"^gauge_live\w*?_(\d+)\.db$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def forget_dead_workers(directory: str | None = None) -> list[int]:
+    """Remove the live-gauge files of workers that are gone (a crash or kill -9
+    leaves them; a clean exit removes its own with ``forget_worker``); returns
+    their pids.  No-op outside multiprocess mode."""
+    directory = directory or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory or not os.path.isdir(directory):
+        return []
+    from prometheus_client import multiprocess
+
+    dead = sorted(
+        {
+            int(found.group(1))
+            for name in os.listdir(directory)
+            if (found := _LIVE_FILE.match(name)) is not None
+        }
+        - {os.getpid()}
+    )
+    dead = [pid for pid in dead if not _alive(pid)]
+    for pid in dead:
+        multiprocess.mark_process_dead(pid, directory)
+    return dead
+
+
+def forget_worker() -> None:
+    """This worker is exiting: its live gauges go (multiprocess mode only)."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory and os.path.isdir(directory):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid(), directory)

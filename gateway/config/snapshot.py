@@ -209,6 +209,7 @@ def _keys() -> dict[str, KeyPolicy]:
             budget_usd=float(key.budget_usd) if key.budget_usd is not None else None,
             budget_period=key.budget_period,
             failover_defaults=_failover_defaults(key.failover_defaults),
+            key_hash=key.key_hash,
         )
     return result
 

@@ -41,7 +41,11 @@ def authenticate_key(key: str | None, table: RoutingTable, now: float) -> KeyPol
         )
     digest = key_digest(key)
     policy = table.keys_by_digest.get(digest)
-    if policy is None or not hmac.compare_digest(digest, key_digest(key)):
+    # the dict finds the candidate; the stored digest is then compared in constant
+    # time (a table built without digests, in tests, has only the lookup)
+    if policy is None or (
+        policy.key_hash is not None and not hmac.compare_digest(digest, policy.key_hash)
+    ):
         raise RequestError(
             401, "invalid_api_key", "Invalid API key", error_type="authentication_error"
         )

@@ -43,7 +43,7 @@ from gateway.limits import admission as limits
 from providers.health import start_shared_state, stop_shared_state
 from providers.http import close_upstream_clients
 from providers.target_stats import stats as target_stats
-from telemetry import recorder, webhooks
+from telemetry import metrics, recorder, webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,10 @@ async def startup() -> None:
     else:
         if imported:
             logger.info("imported %d spilled request log rows", imported)
+    # a worker killed earlier left its live gauges behind (in-flight counts)
+    dead = await asyncio.to_thread(metrics.forget_dead_workers)
+    if dead:
+        logger.info("metrics: forgot the live gauges of dead workers %s", dead)
     hook_server_signals()
 
 
@@ -108,6 +112,7 @@ async def shutdown() -> None:
     await close_upstream_clients()
     await asyncio.to_thread(stop_shared_state)  # spec 08 §4 step 7: Redis pools
     await asyncio.to_thread(close_database_pools)
+    metrics.forget_worker()
 
 
 def close_database_pools() -> None:

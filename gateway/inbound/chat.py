@@ -60,13 +60,15 @@ _ON_VALUES = tuple(reason.value for reason in RETRYABLE_REASONS)
 
 # Standard options checked here so that an obvious mistake is a clear 400 rather than
 # an opaque upstream rejection: name -> (kind, minimum, maximum).
+MAX_TOKENS_LIMIT = 2**31 - 1
 _NUMBER_OPTIONS: dict[str, tuple[str, float | None, float | None]] = {
     "temperature": ("number", 0, 2),
     "top_p": ("number", 0, 1),
     "presence_penalty": ("number", -2, 2),
     "frequency_penalty": ("number", -2, 2),
-    "max_tokens": ("integer", 1, None),
-    "max_completion_tokens": ("integer", 1, None),
+    # beyond any context window; a larger value is a bad value, not a large request
+    "max_tokens": ("integer", 1, MAX_TOKENS_LIMIT),
+    "max_completion_tokens": ("integer", 1, MAX_TOKENS_LIMIT),
     "n": ("integer", 1, 128),
 }
 
@@ -83,13 +85,13 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, float) and value.is_integer()
 
 
-def positive_int(value: Any, param: str) -> int:
-    """An integer >= 1: a wrong type is ``invalid_type``, a wrong value
+def positive_int(value: Any, param: str, high: int = MAX_TOKENS_LIMIT) -> int:
+    """An integer in 1..``high``: a wrong type is ``invalid_type``, a wrong value
     ``invalid_value`` (01's codes), both naming ``param``."""
     if not _is_int(value):
         raise _invalid("invalid_type", param, f"'{param}' must be an integer")
-    if value < 1:
-        raise _invalid("invalid_value", param, f"'{param}' must be an integer >= 1")
+    if not 1 <= value <= high:
+        raise _invalid("invalid_value", param, f"'{param}' must be in 1..{high}")
     return int(value)
 
 
@@ -223,7 +225,8 @@ def _check_options(body: dict[str, Any]) -> None:
             else (isinstance(value, int | float) and not isinstance(value, bool))
         )
         if not ok_type:
-            raise _invalid("invalid_type", name, f"'{name}' must be a {kind}")
+            article = "an" if kind == "integer" else "a"
+            raise _invalid("invalid_type", name, f"'{name}' must be {article} {kind}")
         if (low is not None and value < low) or (high is not None and value > high):
             bounds = f"{low}..{high}" if high is not None else f">= {low}"
             raise _invalid("invalid_value", name, f"'{name}' must be {bounds}")

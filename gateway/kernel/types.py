@@ -157,6 +157,8 @@ class KeyPolicy:
     budget_usd: float | None = None
     budget_period: str = "month"
     failover_defaults: FailoverDefaults | None = None
+    #: the stored SHA-256 hex digest of the key (what a presented key must match)
+    key_hash: str | None = None
 
     def __post_init__(self) -> None:
         # An allow-list without its compiled form must not silently allow everything.
