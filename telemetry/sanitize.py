@@ -1,14 +1,18 @@
 """The one sanitiser for stored, published or returned messages (spec 06 §1.4).
 
-Replaces configured provider secrets, ``Bearer <token>``, anything shaped like an API
-key (``sk-``/``sk-or-`` + 16 or more key characters) and ``key=``/``api_key=``/
-``token=`` query values (also ``access_token=``/``refresh_token=``) with ``***``;
-removes control characters (line breaks and tabs become a space); cuts to 1 000
-characters.  Also a logging filter that applies it to every record.
+Replaces configured provider secrets (in any letter case, and inside base64 text in
+any of the three alignments, standard or URL-safe), ``Bearer <token>``, anything
+shaped like an API key (``sk-``/``sk-or-`` + 16 or more key characters, any case) and
+``key=``/``api_key=``/``token=`` query values (also ``access_token=``/
+``refresh_token=``) with ``***``; removes control and zero-width characters (line
+breaks and tabs become a space), so a secret split by them is whole again before it
+is masked; cuts to 1 000 characters.  Also a logging filter that applies it to every
+record.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 from collections.abc import Iterable
@@ -18,7 +22,7 @@ _MIN_SECRET = 4  # shorter values would mask ordinary words
 _NAME_AND_SEPARATOR = 2  # header patterns capture the name and the separator
 _PATTERNS = (
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"),
-    re.compile(r"\bsk-(?:or-)?[A-Za-z0-9_-]{16,}"),
+    re.compile(r"(?i)\bsk-(?:or-)?[A-Za-z0-9_-]{16,}"),
     re.compile(r"(?i)\b((?:api_)?key|(?:access_|refresh_)?token)=[^&\s\"']+"),
     # a quoted header value, whole: {'Cookie': 'a=1; b=2'}, (b'x-api-key', b'...')
     re.compile(
@@ -36,19 +40,44 @@ _PATTERNS = (
 )
 #: line breaks and tabs become one space, so the words around them stay apart
 _BREAKS = re.compile(r"[\t\n\r\x0b\x0c]+")
-#: every other C0/C1 control character (and DEL) is removed
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
-_secrets: tuple[str, ...] = ()
+#: every other C0/C1 control character (and DEL) is removed, and so are the
+#: zero-width and invisible formatting characters (U+200B..U+200F, U+2060..U+2064,
+#: U+FEFF, the soft hyphen)
+_CONTROL = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2060-\u2064\ufeff]"
+)
+#: a base64 fragment shorter than this is not masked (it would match ordinary text)
+_MIN_ENCODED = 12
+_secrets: re.Pattern[str] | None = None
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The base64 text that any encoding of data holding ``secret`` contains, for
+    each of the three byte alignments, standard and URL-safe alphabets."""
+    raw = secret.encode()
+    forms: set[str] = set()
+    for lead in range(3):
+        encoded = base64.b64encode(b"\0" * lead + raw).decode()
+        start = (-(-lead // 3)) * 4  # the first group made of secret bytes only
+        end = ((lead + len(raw)) // 3) * 4  # the end of the last full group
+        fragment = encoded[start:end]
+        if len(fragment) >= _MIN_ENCODED:
+            forms.add(fragment)
+            forms.add(fragment.replace("+", "-").replace("/", "_"))
+    return forms
 
 
 def set_known_secrets(values: Iterable[str | None]) -> None:
-    """Provider secrets to mask (refreshed with each routing table)."""
+    """Provider secrets to mask (refreshed with each routing table): as written in
+    any letter case, and their base64 forms."""
     global _secrets
-    _secrets = tuple(
-        sorted(
-            {v for v in values if v and len(v) >= _MIN_SECRET}, key=len, reverse=True
-        )
-    )
+    plain = {v for v in values if v and len(v) >= _MIN_SECRET}
+    forms = plain | {form for v in plain for form in encoded_forms(v)}
+    if not forms:
+        _secrets = None
+        return
+    ordered = sorted(forms, key=len, reverse=True)  # the longest form wins
+    _secrets = re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE)
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -77,9 +106,8 @@ def sanitize(
     # Control characters go first: one inside a secret would otherwise hide it from
     # the masks below and reassemble it once removed.
     text = _CONTROL.sub("", _BREAKS.sub(" ", str(message)))
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, "***")
+    if _secrets is not None:
+        text = _secrets.sub("***", text)
     for pattern in _SHAPES if vetted else _PATTERNS:
         text = pattern.sub(_mask, text)
     return text[:limit]

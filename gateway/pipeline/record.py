@@ -28,6 +28,9 @@ from gateway.pipeline.accounting import (
 from telemetry import metrics
 from telemetry.sanitize import sanitize
 
+#: the request log's session_id column
+SESSION_ID_CHARS = 200
+
 
 def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
@@ -259,9 +262,12 @@ class RunRecord:
             "api_key_prefix": self.key.prefix,
             "endpoint": self.endpoint,
             "stream": self.stream,
-            "requested_model": self.requested_model[:256],
+            # client strings that may carry a secret (a key sent as the model)
+            "requested_model": sanitize(self.requested_model, limit=256),
             "route": self.route[:200],
-            "session_id": self.session_id,
+            "session_id": sanitize(self.session_id, limit=SESSION_ID_CHARS)
+            if self.session_id is not None
+            else None,
             "session_source": self.session_source,
             "auto_decision": self.auto_decision,
             **self._tier_fields(),

@@ -209,3 +209,60 @@ def test_a_vetted_record_keeps_a_key_name_but_not_a_secret(known_secrets):
         '{"event":"model_failover","api_key":"ci-team","note":"*** ***"}'
     )
     assert '"api_key":"***"' in plain.getMessage()
+
+
+# --- secrets echoed in another form (issue #16 point 5) ------------------------------
+
+SECRET = "Upstream-Secret-9f8e7d6c5b4a"
+
+
+@pytest.mark.parametrize("form", [SECRET.lower(), SECRET.upper(), SECRET.swapcase()])
+def test_a_secret_in_another_letter_case_is_masked(known_secrets, form):
+    known_secrets([SECRET])
+    assert sanitize(f"upstream said: invalid key {form}!") == (
+        "upstream said: invalid key ***!"
+    )
+
+
+@pytest.mark.parametrize("lead", [b"", b"x", b"xy", b'{"key": "'])
+@pytest.mark.parametrize("urlsafe", [False, True])
+def test_a_secret_inside_base64_text_is_masked(known_secrets, lead, urlsafe):
+    import base64
+
+    known_secrets([SECRET])
+    data = lead + SECRET.encode() + b'", "more": 1}'
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    text = encode(data).decode()
+    masked = sanitize(f"echo: {text}")
+    assert "***" in masked
+    # what is left of the encoding no longer decodes to the secret
+    for piece in masked.split():
+        assert SECRET.encode() not in base64.b64decode(piece + "===", altchars=b"-_")
+
+
+@pytest.mark.parametrize("joiner", ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"])
+def test_a_secret_split_by_zero_width_characters_is_masked(known_secrets, joiner):
+    known_secrets([SECRET])
+    split = joiner.join(SECRET)
+    assert sanitize(f"key {split} end") == "key *** end"
+
+
+def test_an_upper_case_key_shape_is_masked():
+    assert sanitize("SK-OR-" + "A1B2C3D4E5F6G7H8I9") == "***"
+
+
+def test_the_requested_model_and_session_are_stored_sanitised(known_secrets):
+    import uuid
+
+    from gateway.kernel.types import KeyPolicy
+    from gateway.pipeline.record import RunRecord
+
+    known_secrets([SECRET])
+    rec = RunRecord.start(
+        uuid.uuid4(), "chat", KeyPolicy(id=1, name="k", prefix="p"), 1, 0.0, 0.0
+    )
+    rec.requested_model = SECRET.lower()
+    rec.session_id = "sk-or-" + "z" * 40
+    request, _ = rec.rows()
+    assert request["requested_model"] == "***"
+    assert request["session_id"] == "***"
