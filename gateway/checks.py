@@ -26,3 +26,20 @@ def check_shared_state(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         ]
     return []
+
+
+@register()
+def check_open_metrics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``/metrics`` answers anyone without ``OMNIROUTE_METRICS_TOKEN``: fine on a
+    laptop, a leak of routes, models and traffic in production."""
+    if settings.IS_PRODUCTION and not settings.OMNIROUTE_METRICS_TOKEN:
+        return [
+            Warning(
+                "OMNIROUTE_METRICS_TOKEN is unset in production: /metrics is open to "
+                "anyone who can reach the gateway.",
+                hint="Set OMNIROUTE_METRICS_TOKEN and give it to the Prometheus "
+                "scraper (Authorization: Bearer <token>).",
+                id="omniroute.W003",
+            )
+        ]
+    return []

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -78,6 +79,7 @@ INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
+    "axes",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
@@ -101,7 +103,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks: refuses a locked-out admin login (spec 08 §5)
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin login throttling (django-axes): after OMNIROUTE_LOGIN_FAILURE_LIMIT wrong
+# passwords for one username from one address, that pair is locked out for
+# OMNIROUTE_LOGIN_LOCKOUT_MINUTES (429); a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("OMNIROUTE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(
+    minutes=env_int("OMNIROUTE_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "omniroute_site.urls"
 ASGI_APPLICATION = "omniroute_site.asgi.application"
