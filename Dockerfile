@@ -12,4 +12,4 @@ COPY manage.py ./
 RUN pip install --no-cache-dir . && mkdir -p /data \
     && python manage.py collectstatic --noinput -v0 && rm -f /data/secret_key
 EXPOSE 8000
-CMD ["uvicorn", "omniroute_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "on", "--loop", "uvloop", "--http", "httptools", "--no-access-log"]
+CMD ["uvicorn", "omniroute_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "on", "--loop", "uvloop", "--http", "omniroute_site.server:GuardedHttpToolsProtocol", "--no-access-log"]

@@ -17,7 +17,8 @@ run: $(VENV)/.installed   ## embedded default: SQLite, in-process state, demo pr
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py import_config omniroute_site/demo.yaml
 	$(PY) -m uvicorn omniroute_site.asgi:application --host $(HOST) --port $(PORT) \
-		--lifespan on --no-access-log --loop uvloop --http httptools
+		--lifespan on --no-access-log --loop uvloop \
+		--http omniroute_site.server:GuardedHttpToolsProtocol
 
 # The dashboard browser test drives Debian's Chromium through Playwright (its own
 # browser downloads are not used).  Installed here when missing and root or
@@ -49,6 +50,12 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed   ## baseline + floor + gateway -> docs/benchmarks.md
 	$(PY) bench/run.py
 
+# Routing quality under a scripted fault schedule (issue #17): four mock upstreams,
+# one fresh gateway per route, open-loop traffic -> docs/benchmarks.md; ~14 min
+# (BENCH_ROUTING_ARGS=--quick: ~6 min).
+bench-routing: $(VENV)/.installed
+	$(PY) bench/routing_quality.py $(BENCH_ROUTING_ARGS)
+
 # The real CLI clients (codex, claude, opencode; current npm releases, installed into
 # .compat/) against a gateway on the mock upstream, on loopback: docs/compatibility.md.
 # Needs node and npm; not part of `make test`.
@@ -57,4 +64,4 @@ compat: $(VENV)/.installed
 
 .PHONY: compat
 
-.PHONY: install run test lint bench browser
+.PHONY: install run test lint bench bench-routing browser

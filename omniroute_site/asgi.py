@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_site.settings")
@@ -22,15 +23,68 @@ from gateway import drain  # noqa: E402  (needs the app registry)
 from gateway.edge import lifecycle  # noqa: E402
 from gateway.edge.asgi import (  # noqa: E402
     PATHS,
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
     chat_app,
+    declared_length,
+    header_refusal,
+    read_body,
+    refusal_reply,
     send_json,
     shutting_down_reply,
+    timed_out,
+    too_large,
 )
 from omniroute_site.websocket import build_websocket_app  # noqa: E402
 
 websocket_app = build_websocket_app()
 #: answered while draining: /healthz (200 while up), /readyz (503 draining), /metrics
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+async def _django(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Django's paths read their body here first, under the chat paths' limits:
+    ``OMNIROUTE_MAX_BODY_BYTES`` (413, also from ``Content-Length``) and the body
+    timeout (408), so no path reads an unbounded or endless body (issue #16)."""
+    try:
+        body = await read_body(
+            receive,
+            settings.OMNIROUTE_MAX_BODY_BYTES,
+            declared_length(scope),
+            settings.OMNIROUTE_BODY_TIMEOUT_S,
+        )
+    except BodyTooLarge:
+        limit = settings.OMNIROUTE_MAX_BODY_BYTES
+        await send_json(
+            send,
+            refusal_reply(
+                scope,
+                too_large(f"Request body exceeds {limit} bytes"),
+            ),
+        )
+        return
+    except BodyTimeout:
+        await send_json(send, refusal_reply(scope, timed_out()))
+        return
+    except ClientGone:
+        return
+    await django_app(scope, _replay(body, receive), send)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A ``receive`` that hands Django the body already read, then the real one
+    (a disconnect)."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # type: ignore[no-any-return]
+
+    return replay
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
@@ -52,6 +106,10 @@ async def _lifespan(receive: Any, send: Any) -> None:
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     kind = scope["type"]
     if kind == "http":
+        refused = header_refusal(scope)
+        if refused is not None:  # 431 / 400 before anything is read (issue #16)
+            await send_json(send, refusal_reply(scope, refused))
+            return
         path = scope["path"]
         if path in PATHS:
             await chat_app(scope, receive, send)
@@ -59,7 +117,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
             # spec 08 §4 step 2: every new request but the probes and the scrape
             await send_json(send, shutting_down_reply())
         else:
-            await django_app(scope, receive, send)
+            await _django(scope, receive, send)
     elif kind == "lifespan":
         await _lifespan(receive, send)
     elif kind == "websocket":

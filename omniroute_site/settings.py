@@ -182,6 +182,14 @@ else:
 OMNIROUTE_MAX_BODY_BYTES = env_int(
     "OMNIROUTE_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1
 )
+# Front-door limits (issue #16): all request headers together (431 beyond), the time
+# from a connection's (or request's) first byte to its last header byte, and the
+# longest silence while a body arrives (408 and the connection closed for both).
+OMNIROUTE_MAX_HEADER_BYTES = env_int(
+    "OMNIROUTE_MAX_HEADER_BYTES", 64 * 1024, minimum=1024
+)
+OMNIROUTE_HEADER_TIMEOUT_S = env_int("OMNIROUTE_HEADER_TIMEOUT_S", 10, minimum=1)
+OMNIROUTE_BODY_TIMEOUT_S = env_int("OMNIROUTE_BODY_TIMEOUT_S", 30, minimum=1)
 OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS = env_int(
     "OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS", 10_000, minimum=1
 )

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 
 from gateway import drain
 from gateway.config.state import tables
@@ -61,13 +62,28 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(receive: Receive, limit: int, declared: int | None = None) -> bytes:
+class BodyTimeout(Exception):
+    """The body stopped arriving for longer than the body timeout (408)."""
+
+
+async def read_body(
+    receive: Receive,
+    limit: int,
+    declared: int | None = None,
+    idle_s: float | None = None,
+) -> bytes:
+    """The whole body, at most ``limit`` bytes (``BodyTooLarge``), each part within
+    ``idle_s`` of the one before (``BodyTimeout``; None: no bound)."""
     if declared is not None and declared > limit:
         raise BodyTooLarge
     parts: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        try:
+            async with asyncio.timeout(idle_s):
+                message = await receive()
+        except TimeoutError:
+            raise BodyTimeout from None
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk = message.get("body", b"")
@@ -103,7 +119,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     }
 
 
-def _declared_length(headers: dict[str, str]) -> int | None:
+def _declared_length(headers: Mapping[str, str]) -> int | None:
     value = headers.get("content-length")
     return int(value) if value and value.isascii() and value.isdigit() else None
 
@@ -120,6 +136,14 @@ def authenticate_request(wire: Wire, ctx: ChatContext) -> KeyPolicy | Failure:
             metrics.REQUESTS, wire.surface, "unresolved", "none", str(exc.status)
         ).inc()
         return refusal(ctx, exc, None)
+
+
+def body_timeout() -> RequestError:
+    """408 ``request_timeout``: the body stopped arriving (a slow-body attack)."""
+    seconds = settings.OMNIROUTE_BODY_TIMEOUT_S
+    return RequestError(
+        408, "request_timeout", f"The request body stalled for more than {seconds} s"
+    )
 
 
 def refuse_oversize(ctx: ChatContext, key: KeyPolicy, limit: int) -> Failure:
@@ -210,21 +234,98 @@ async def chat_app(scope: Scope, receive: Receive, send: Send) -> None:
     if isinstance(key, Failure):  # 401 before the body is even read
         await send_json(send, wire.error(key))
         return
-    limit = settings.OMNIROUTE_MAX_BODY_BYTES
-    try:
-        body = await read_body(receive, limit, _declared_length(headers))
-    except BodyTooLarge:
-        failure = refuse_oversize(ctx, key, limit)
-        await persist.flush()
-        await send_json(send, wire.error(failure))
-        return
-    except ClientGone:  # spec 06 §1.1: an authenticated request is logged
-        ctx.record(client_left_early(ctx, key))
-        await persist.flush()
+    body = await _body_or_refusal(wire, ctx, key, receive, send, persist)
+    if body is None:
         return
     with drain.registry.track(asyncio.current_task()) as guard:
         ctx.record = _cut_aware(persist, guard)
         await _serve_watched(wire, ctx, key, body, receive, send, persist)
+
+
+async def _body_or_refusal(
+    wire: Wire,
+    ctx: ChatContext,
+    key: KeyPolicy,
+    receive: Receive,
+    send: Send,
+    persist: Persist,
+) -> bytes | None:
+    """The body of an authenticated request, or None once its refusal is sent (413,
+    408) or its client has gone; every case is logged under the key."""
+    limit = settings.OMNIROUTE_MAX_BODY_BYTES
+    try:
+        return await read_body(
+            receive,
+            limit,
+            _declared_length(ctx.headers),
+            settings.OMNIROUTE_BODY_TIMEOUT_S,
+        )
+    except BodyTooLarge:
+        failure = refuse_oversize(ctx, key, limit)
+    except BodyTimeout:
+        failure = refusal(ctx, body_timeout(), ctx.start_run(key))
+        failure.headers.append((b"connection", b"close"))
+    except ClientGone:  # spec 06 §1.1: an authenticated request is logged
+        ctx.record(client_left_early(ctx, key))
+        await persist.flush()
+        return None
+    await persist.flush()
+    await send_json(send, wire.error(failure))
+    return None
+
+
+def _refused(status: int, code: str, message: str) -> Failure:
+    return Failure(
+        status=status,
+        code=code,
+        message=message,
+        error_type="invalid_request_error",
+        headers=[(b"connection", b"close")],
+    )
+
+
+def header_refusal(scope: Scope) -> Failure | None:
+    """Before anything else (issue #16): all headers together over
+    ``OMNIROUTE_MAX_HEADER_BYTES`` (431), or a ``Host`` outside ``ALLOWED_HOSTS`` on
+    a client wire's path (400, as Django answers its own paths)."""
+    size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    limit = settings.OMNIROUTE_MAX_HEADER_BYTES
+    if size > limit:
+        return _refused(
+            431,
+            "request_header_fields_too_large",
+            f"Request headers exceed {limit} bytes",
+        )
+    if scope["path"] in REGISTRY and not _host_allowed(scope):
+        return _refused(400, "invalid_host", "The Host header is not allowed")
+    return None
+
+
+def _host_allowed(scope: Scope) -> bool:
+    host = next((v for k, v in scope["headers"] if k == b"host"), None)
+    if host is None:  # HTTP/1.0 without Host: nothing to check
+        return True
+    name, _ = split_domain_port(host.decode("latin-1"))
+    return bool(name) and validate_host(name, settings.ALLOWED_HOSTS)
+
+
+def too_large(message: str) -> Failure:
+    return _refused(413, "body_too_large", message)
+
+
+def timed_out() -> Failure:
+    exc = body_timeout()
+    return _refused(exc.status, exc.code, exc.message)
+
+
+def declared_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length``, when it is a number."""
+    return _declared_length(_headers(scope))
+
+
+def refusal_reply(scope: Scope, failure: Failure) -> JSONReply:
+    """``failure`` in the envelope of the path's wire (OpenAI's elsewhere)."""
+    return REGISTRY.get(scope["path"], CHAT_WIRE).error(failure)
 
 
 def shutting_down() -> Failure:

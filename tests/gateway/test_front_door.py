@@ -129,3 +129,24 @@ def test_a_superscript_content_length_is_not_a_number():
 
     assert _declared_length({"content-length": "²"}) is None
     assert _declared_length({"content-length": "12"}) == 12
+
+
+async def test_oversize_headers_are_a_431_under_any_server(configured, settings):
+    """The application checks the header limit itself too (a server without the
+    guarded protocol: issue #16)."""
+    settings.OMNIROUTE_MAX_HEADER_BYTES = 2048
+    scope = _scope(b"{}")
+    scope["headers"].append((b"x-padding", b"p" * 4096))
+    app = ApplicationCommunicator(application, scope)
+    start = await app.receive_output(5)
+    assert start["status"] == 431
+    payload = json.loads((await app.receive_output(5))["body"])
+    assert payload["error"]["code"] == "request_header_fields_too_large"
+
+
+async def test_a_django_path_bounds_its_body(configured, settings):
+    settings.OMNIROUTE_MAX_BODY_BYTES = 100
+    scope = http_scope("/healthz", [(b"content-length", b"1000")])
+    app = ApplicationCommunicator(application, scope)
+    start = await app.receive_output(5)
+    assert start["status"] == 413

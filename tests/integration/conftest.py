@@ -116,6 +116,9 @@ class Gateway:
                     "--lifespan",
                     "on",
                     "--no-access-log",
+                    # as make run, the Dockerfile and compose serve it (issue #16)
+                    "--http",
+                    "omniroute_site.server:GuardedHttpToolsProtocol",
                 ],
                 cwd=ROOT,
                 env=self.env,
@@ -259,6 +262,8 @@ def gateway(mock: RunningMock) -> Iterator[Gateway]:
             "OMNIROUTE_LOG_SYNC": "true",
             "OMNIROUTE_LOG_FLUSH_MS": "100",
             "OMNIROUTE_MAX_BODY_BYTES": "65536",
+            "OMNIROUTE_HEADER_TIMEOUT_S": "3",
+            "OMNIROUTE_BODY_TIMEOUT_S": "3",
             "PYTHONUNBUFFERED": "1",
         }
     )

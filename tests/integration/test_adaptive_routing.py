@@ -14,7 +14,10 @@ _turns = itertools.count()
 
 @pytest.fixture(scope="module")
 def adaptive_combo(gateway):
+    # no trickle (spec 05 §3.5 step 5): these tests follow the comparison alone
     result = gateway.apply("""
+settings:
+  adaptive: {trickle_fraction: 0}
 combos:
   - name: nimble
     strategy: adaptive
@@ -22,7 +25,8 @@ combos:
     targets: [{model: pa/m1}, {model: pb/m2}]
 """)
     assert result.returncode == 0, result.stderr
-    return gateway
+    yield gateway
+    gateway.apply("settings: {}\n")
 
 
 def _served(client) -> str:
