@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
@@ -42,6 +42,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, IntegrityError):
             return problems_response(
                 [Problem("", "conflicts with an existing row")], status=409
+            )
+        if isinstance(exc, OperationalError | InterfaceError):  # the DB is down
+            logger.warning("REST API: database unavailable (%s)", type(exc).__name__)
+            return Response(
+                {
+                    "error": {
+                        "message": "The database is unavailable; retry shortly",
+                        "type": "api_error",
+                        "code": "database_unavailable",
+                        "param": None,
+                    }
+                },
+                status=503,
+                headers={"Retry-After": "5"},
             )
         logger.error("unhandled error in the REST API", exc_info=exc)
         return Response(

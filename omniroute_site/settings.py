@@ -156,7 +156,13 @@ def _database(url: str | None) -> dict[str, object]:
         }
     elif "postgresql" in engine:
         pool_size = env_int("OMNIROUTE_DB_POOL_SIZE", 10, minimum=1)
-        config["OPTIONS"] = {"pool": {"min_size": 1, "max_size": pool_size}}
+        # a database outage fails a query in seconds, not the pool's 30 s default
+        # (issue #16): the probes, the scrape and the shutdown flush stay bounded
+        wait_s = env_int("OMNIROUTE_DB_POOL_TIMEOUT_S", 5, minimum=1)
+        config["OPTIONS"] = {
+            "pool": {"min_size": 1, "max_size": pool_size, "timeout": wait_s},
+            "connect_timeout": 3,
+        }
     return config
 
 
@@ -167,6 +173,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL") or None
 OMNIROUTE_REDIS_TIMEOUT_MS = env_int("OMNIROUTE_REDIS_TIMEOUT_MS", 50, minimum=1)
 OMNIROUTE_READYZ_REQUIRE_REDIS = env_bool("OMNIROUTE_READYZ_REQUIRE_REDIS", True)
+# the worker processes of this node (uvicorn --workers): while Redis is away each
+# admits against its share of a key's limits (spec 08 §3.3, issue #16)
+OMNIROUTE_WORKERS = env_int("WEB_CONCURRENCY", 1, minimum=1)
 
 if REDIS_URL:
     CHANNEL_LAYERS = {

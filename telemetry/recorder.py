@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -143,7 +144,12 @@ class Recorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pending: list[_Entry] = []
+        #: the batch being written now, outside the lock (a shutdown that cannot
+        #: wait for it spills it too; the import ignores rows already written)
+        self._writing: list[_Entry] = []
         self._lock = threading.Lock()
+        #: one batch is written at a time (the writer thread, a test, the shutdown)
+        self._flushing = threading.Lock()
 
     def _ensure(self) -> queue.Queue[_Entry]:
         if self._queue is None:
@@ -205,11 +211,16 @@ class Recorder:
             failures = 0 if self.flush_once() else failures + 1
 
     def flush_once(self) -> bool:
-        """Write one batch; on failure keep it for the next try.  True on success."""
-        with self._lock:
-            batch = self._drain()
-            if not batch:
-                return True
+        """Write one batch; on failure keep it for the next try.  True on success.
+        One flush at a time; the queue's lock is not held during the write, so a
+        database that hangs never blocks ``record`` nor a shutdown's spill (issue
+        #16)."""
+        with self._flushing:
+            with self._lock:
+                batch = self._drain()
+                if not batch:
+                    return True
+                self._writing = batch
             try:
                 write_rows(batch)
             except Exception:
@@ -218,9 +229,14 @@ class Recorder:
                     "request log flush failed; %d requests kept", len(batch)
                 )
                 metrics.LOG_FLUSH_FAILURES.inc()
-                self._pending = batch + self._pending
+                with self._lock:
+                    if self._writing is batch:  # not spilled by a shutdown meanwhile
+                        self._pending = batch + self._pending
                 return False
             finally:
+                with self._lock:
+                    if self._writing is batch:
+                        self._writing = []
                 close_old_connections()
                 metrics.LOG_BUFFER_ROWS.labels("request_log").set(self.waiting())
                 metrics.LOG_BUFFER_ROWS.labels("attempt_log").set(
@@ -238,21 +254,31 @@ class Recorder:
         return sum(len(entry.attempts) for entry in (*self._pending, *queued))
 
     def shutdown(self) -> None:
-        """Final flush with a deadline; spill what cannot be written."""
+        """Final flush within ``SHUTDOWN_DEADLINE_SECONDS``, whatever the database
+        does; what is not written by then is spilled to a file (issue #16: a write
+        blocked on a database that is down no longer holds the exit)."""
         if self._queue is None:
             return
         self._stop.set()
         self._wake.set()
         deadline = time.monotonic() + SHUTDOWN_DEADLINE_SECONDS
+        finisher = threading.Thread(
+            target=self._flush_until, args=(deadline,), daemon=True
+        )
+        finisher.start()
+        finisher.join(max(0.0, deadline - time.monotonic()))
+        if self.waiting() or self._writing:
+            self._spill()
+
+    def _flush_until(self, deadline: float) -> None:
         while self.waiting() and time.monotonic() < deadline:
             if not self.flush_once():
                 time.sleep(0.5)
-        if self.waiting():
-            self._spill()
 
     def _spill(self) -> None:
         with self._lock:
-            batch = self._drain() + self._drain_all()
+            batch = self._writing + self._drain() + self._drain_all()
+            self._writing = []
         if not batch:
             return
         folder = Path(settings.OMNIROUTE_DATA_DIR) / "log-spill"
@@ -296,22 +322,56 @@ def _revive(model: Any, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: a spill file one worker is importing: ``<name>.jsonl.importing-<pid>``
+_CLAIMED = ".importing-"
+
+
+def _claimable(folder: Path) -> list[Path]:
+    """Spill files nobody imports: new ones, and those a dead worker had claimed."""
+    found = list(folder.glob("*.jsonl"))
+    for path in folder.glob(f"*.jsonl{_CLAIMED}*"):
+        pid = path.name.rpartition(_CLAIMED)[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            found.append(path)
+    return sorted(found)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def import_spill_files() -> int:
-    """Load spill files left by an earlier shutdown; idempotent by primary key."""
+    """Load spill files left by an earlier shutdown; idempotent by primary key.
+    Each file is claimed first by an atomic rename, so of several workers starting
+    at once exactly one imports it (issue #16)."""
     folder = Path(settings.OMNIROUTE_DATA_DIR) / "log-spill"
     if not folder.is_dir():
         return 0
     count = 0
-    for path in sorted(folder.glob("*.jsonl")):
+    for path in _claimable(folder):
+        base = path.name.partition(_CLAIMED)[0]
+        claimed = path.with_name(f"{base}{_CLAIMED}{os.getpid()}")
+        try:
+            path.rename(claimed)
+        except FileNotFoundError:  # another worker claimed it first
+            continue
         entries = [
             _Entry(
                 _revive(RequestLog, data["request"]),
                 [_revive(AttemptLog, a) for a in data["attempts"]],
             )
-            for data in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+            for data in map(
+                json.loads, claimed.read_text(encoding="utf-8").splitlines()
+            )
         ]
         write_rows(entries)
-        path.unlink()
+        claimed.unlink()
         count += len(entries)
     return count
 

@@ -222,7 +222,11 @@ def _probe_answer(body: dict[str, str], status: int) -> JsonResponse:
 async def readyz(request: HttpRequest) -> HttpResponse:
     if drain.is_draining():  # spec 08 §4 step 1: load balancers take the node out
         return _probe_answer({"status": "draining"}, 503)
-    if not await asyncio.to_thread(_db_ok):
+    try:  # a probe answers within its bound while the database is down (issue #16)
+        db_ok = await asyncio.wait_for(asyncio.to_thread(_db_ok), READYZ_DB_TIMEOUT_S)
+    except TimeoutError:
+        db_ok = False
+    if not db_ok:
         return JsonResponse({"status": "unavailable", "db": "unreachable"}, status=503)
     if settings.REDIS_URL:
         if not await asyncio.to_thread(_redis_ok, settings.REDIS_URL):
@@ -253,8 +257,10 @@ async def metrics_view(request: HttpRequest) -> HttpResponse:
         metrics.CONFIG_VERSION.set(table.version)
     if time.monotonic() - _job_gauge_read[0] >= JOB_GAUGE_CACHE_SECONDS:
         _job_gauge_read[0] = time.monotonic()
-        try:
-            await asyncio.to_thread(_read_job_successes)
+        try:  # bounded: a scrape never waits on a database that is down
+            await asyncio.wait_for(
+                asyncio.to_thread(_read_job_successes), METRICS_DB_TIMEOUT_S
+            )
         except Exception:  # noqa: BLE001 - a scrape never fails for this gauge
             logger.warning("metrics: could not read the last job successes")
     return HttpResponse(_exposition(), content_type=CONTENT_TYPE_LATEST)
@@ -271,6 +277,9 @@ def _exposition() -> bytes:
 
 
 JOB_GAUGE_CACHE_SECONDS = 30.0  # spec 06 §2
+#: the longest /readyz and /metrics wait on the database (issue #16: answer in 2 s)
+READYZ_DB_TIMEOUT_S = 1.5
+METRICS_DB_TIMEOUT_S = 1.0
 _job_gauge_read = [-JOB_GAUGE_CACHE_SECONDS]
 
 

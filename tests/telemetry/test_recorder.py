@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -490,3 +491,123 @@ def test_a_spill_that_cannot_be_written_counts_the_rows_as_dropped(
 
 def _raise_operational_error(entries):
     raise OperationalError("connection refused")
+
+
+# --- issue #16 point 4: a hung database never holds the exit; one importer per file ---
+
+
+def test_shutdown_honours_its_deadline_while_a_write_hangs(
+    log_settings, make_recorder, request_pair, monkeypatch, tmp_path
+):
+    import threading
+
+    release = threading.Event()
+
+    def hang(entries):
+        release.wait(30)  # a pool waiting on a database that is down
+        raise OperationalError("connection timeout")
+
+    monkeypatch.setattr(recorder_module, "SHUTDOWN_DEADLINE_SECONDS", 1.0)
+    monkeypatch.setattr(recorder_module, "write_rows", hang)
+    recorder = make_recorder()
+    pairs = [request_pair(attempts=1) for _ in range(3)]
+    for request, attempts in pairs:
+        recorder.record(request, attempts)
+    writer = threading.Thread(target=recorder.flush_once, daemon=True)
+    writer.start()  # the batch is now in flight, stuck in the database call
+    time.sleep(0.2)
+
+    started = time.monotonic()
+    recorder.shutdown()
+    took = time.monotonic() - started
+    release.set()
+
+    assert took < 3
+    spilled = [
+        json.loads(line)["request"]["id"]
+        for path in (tmp_path / "log-spill").glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert sorted(spilled) == sorted(str(r["id"]) for r, _ in pairs)
+
+
+def _spill_two_files(make_recorder, request_pair, monkeypatch) -> list[dict]:
+    requests = []
+    for _ in range(2):
+        with monkeypatch.context() as down:
+            down.setattr(recorder_module, "SHUTDOWN_DEADLINE_SECONDS", 0.0)
+            down.setattr(recorder_module, "write_rows", _raise_operational_error)
+            recorder = make_recorder()
+            request, attempts = request_pair(attempts=1)
+            recorder.record(request, attempts)
+            recorder.shutdown()
+            requests.append(request)
+        time.sleep(0.002)  # distinct file names
+    return requests
+
+
+def test_two_importers_at_once_import_each_file_once(
+    log_settings, make_recorder, request_pair, monkeypatch, tmp_path
+):
+    import threading
+
+    _spill_two_files(make_recorder, request_pair, monkeypatch)
+    written: list[int] = []
+
+    def slow_write(entries):
+        time.sleep(0.1)
+        written.extend(1 for _ in entries)
+
+    monkeypatch.setattr(recorder_module, "write_rows", slow_write)
+    counts: list[int] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            counts.append(import_spill_files())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert errors == []
+    assert sum(counts) == 2
+    assert len(written) == 2
+    assert list((tmp_path / "log-spill").iterdir()) == []
+
+
+def test_a_file_a_dead_worker_had_claimed_is_imported(
+    log_settings, make_recorder, request_pair, monkeypatch, tmp_path
+):
+    import subprocess
+    import sys
+
+    _spill_two_files(make_recorder, request_pair, monkeypatch)
+    dead = int(
+        subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    first = sorted((tmp_path / "log-spill").glob("*.jsonl"))[0]
+    first.rename(first.with_name(f"{first.name}.importing-{dead}"))
+    alive = sorted((tmp_path / "log-spill").glob("*.jsonl"))[0]
+    alive.rename(alive.with_name(f"{alive.name}.importing-{os.getpid() + 0}"))
+    written: list[int] = []
+    monkeypatch.setattr(
+        recorder_module,
+        "write_rows",
+        lambda entries: written.extend([1] * len(entries)),
+    )
+
+    # the dead worker's claim is taken over; a live worker's (this one) is left
+    assert import_spill_files() == 1
+    assert [
+        p.name.rpartition(".importing-")[2] for p in (tmp_path / "log-spill").iterdir()
+    ] == [str(os.getpid())]
