@@ -9,8 +9,9 @@ nothing.  It builds a ``Demand`` (``E``, ``C``, the budget period; arithmetic in
    ``tpm`` → budget and, only when all pass, counts the request, adds ``E`` to the
    current token bucket and adds the reservation; expired reservations go in the
    same step.  A Redis error or timeout makes that one operation use the in-process
-   limiter (counted as a shared-state fallback) and Redis is skipped for 1 s, doubling
-   up to 5 s (spec 08 §3.3).
+   limiter (counted as a shared-state fallback) against this worker's share of each
+   limit (the limit over ``WEB_CONCURRENCY``, so the workers together stay within
+   it), and Redis is skipped for 1 s, doubling up to 5 s (spec 08 §3.3).
 2. Without Redis, ``LocalLimits`` (``gateway.limits.store``) runs the same algorithm
    in process.
 3. A missing ``spent`` is seeded from the ``RequestLog`` sum of the key and period
@@ -121,8 +122,11 @@ class Limiter:
         shared: SharedLimits | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        workers: int = 1,
     ) -> None:
         self.local = local
+        #: worker processes sharing the limits: a fallback admits against 1/workers
+        self.workers = workers
         self.shared = shared
         self.clock = clock
         self.monotonic = monotonic
@@ -146,6 +150,8 @@ class Limiter:
             else:
                 self._backoff = BACKOFF_START_SECONDS
                 return refused or Ticket(demand, self, shared=True)
+        if self.shared is not None:  # Redis is away: this worker's share only
+            demand = demand.share(self.workers)
         refused = await self.local.admit(demand)
         return refused or Ticket(demand, self, shared=False)
 
@@ -283,7 +289,9 @@ def limiter() -> Limiter:
                 timeout_s=settings.OMNIROUTE_REDIS_TIMEOUT_MS / 1000,
                 seeds=seeds,
             )
-        gate = Limiter(local=LocalLimits(seeds), shared=shared)
+        gate = Limiter(
+            local=LocalLimits(seeds), shared=shared, workers=settings.OMNIROUTE_WORKERS
+        )
         drain.on_shutdown(gate.shutdown)
         _LIMITER.append(gate)
     return _LIMITER[0]

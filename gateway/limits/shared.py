@@ -11,7 +11,12 @@ the period's first day, ``YYYY-MM-DD``):
 
 Admission is ONE script (check rpm → tpm → budget; commit only when all pass; drop
 expired reservations), so concurrent requests on any number of workers are decided
-one after another.  The time comes from the calling worker (``now_ms``), so the
+one after another.  A worker's admissions go through ``AdmitBatcher``: one thread
+with its own connection sends every admission waiting at that moment in one
+pipelined round trip, under a socket timeout that measures Redis alone, never the
+event loop (a busy loop made the 50 ms per-call timeout fire on a Redis that answered
+in 0.15 ms, and a burst was then admitted from fresh per-process counters).
+The time comes from the calling worker (``now_ms``), so the
 maths is the one of ``gateway.kernel.limits``; workers' clocks are assumed to agree
 (NTP).  A missing ``spent`` makes the script answer "seed me": the worker takes the
 seeding lock, reads the database sum (``SpentSeeds``), writes it with ``SET NX`` and
@@ -22,10 +27,15 @@ admits again; other workers wait for it briefly.  Reconciliation never creates
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import queue
+import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
+import redis as redis_sync
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -131,14 +141,149 @@ def _budget_keys(demand: Demand) -> tuple[str, str]:
     )
 
 
+#: admissions sent in one pipelined round trip at most
+BATCH_ADMISSIONS = 256
+#: how long the loop waits for the batcher beyond the Redis timeout (a thread that
+#: stopped answering): far beyond any loop lag, far below a request's patience
+BATCHER_GRACE_S = 5.0
+
+
+@dataclass(slots=True)
+class _Admission:
+    keys: list[str]
+    args: list[Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[list[int]]
+
+
+class AdmitBatcher:
+    """The admission script run from a thread of its own, batched: every admission
+    waiting when the thread is free goes in one pipeline (one round trip, executed
+    in order, each script atomic), on a synchronous connection whose socket timeout
+    is the Redis timeout.  A failed round trip fails every admission of it with
+    ``SharedUnavailable`` (each then falls back, spec 08 §3.3)."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self._queue: queue.SimpleQueue[_Admission | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._client: redis_sync.Redis | None = None
+        self._script: Any = None
+
+    def _ensure(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="omniroute-limits-admit", daemon=True
+                )
+                self._thread.start()
+
+    async def submit(self, keys: list[str], args: list[Any]) -> list[int]:
+        self._ensure()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[int]] = loop.create_future()
+        self._queue.put(_Admission(keys, args, loop, future))
+        try:
+            async with asyncio.timeout(self.timeout_s + BATCHER_GRACE_S):
+                return await asyncio.shield(future)
+        except TimeoutError as exc:
+            raise SharedUnavailable("admission batcher stalled") from exc
+
+    def warm(self) -> None:
+        """Connect and load the script (a thread's blocking call, at start-up)."""
+        client = self._connect()
+        client.ping()
+        client.script_load(ADMIT_LUA)
+
+    def close(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def client(self) -> redis_sync.Redis:
+        """The synchronous client (thread-safe: a connection pool), for a thread."""
+        with self._lock:
+            return self._connect()
+
+    def _connect(self) -> redis_sync.Redis:
+        if self._client is None:
+            self._client = redis_sync.Redis.from_url(
+                self.url,
+                socket_timeout=self.timeout_s,
+                socket_connect_timeout=self.timeout_s,
+                retry_on_timeout=False,
+            )
+            self._script = self._client.register_script(ADMIT_LUA)
+        return self._client
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < BATCH_ADMISSIONS:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # stop after this batch
+                    break
+                batch.append(item)
+            self._send(batch)
+
+    def _send(self, batch: list[_Admission]) -> None:
+        try:
+            client = self._connect()
+            pipe = client.pipeline(transaction=False)
+            for item in batch:
+                self._script(keys=item.keys, args=item.args, client=pipe)
+            replies: list[Any] = pipe.execute(raise_on_error=False)
+        except (redis_sync.RedisError, OSError) as exc:
+            if self._client is not None:  # a broken connection: a new one next time
+                self._client.close()
+                self._client = None
+            failure = SharedUnavailable(type(exc).__name__)
+            for item in batch:
+                _resolve(item, failure)
+            return
+        for item, reply in zip(batch, replies, strict=True):
+            if isinstance(reply, Exception):
+                _resolve(item, SharedUnavailable(type(reply).__name__))
+            else:
+                _resolve(item, [int(x) for x in reply])
+
+
+def _resolve(item: _Admission, outcome: list[int] | BaseException) -> None:
+    def settle() -> None:
+        if item.future.done():
+            return
+        if isinstance(outcome, BaseException):
+            item.future.set_exception(outcome)
+        else:
+            item.future.set_result(outcome)
+
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        item.loop.call_soon_threadsafe(settle)
+
+
 class RedisLimits:
-    """Admission and reconciliation scripts on one Redis; one client per loop."""
+    """Admission and reconciliation scripts on one Redis; one client per loop for
+    reconciliation and seeding, one batching thread for admissions."""
 
     def __init__(self, url: str, *, timeout_s: float, seeds: SpentSeeds) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.seeds = seeds
         self._client: tuple[asyncio.AbstractEventLoop, Redis, Any, Any] | None = None
+        self.batcher = AdmitBatcher(url, timeout_s)
 
     def _connect(self) -> tuple[Redis, Any, Any]:
         loop = asyncio.get_running_loop()
@@ -172,14 +317,15 @@ class RedisLimits:
                 await asyncio.gather(*(client.ping() for _ in range(POOL_CONNECTIONS)))
                 await client.script_load(ADMIT_LUA)
                 await client.script_load(RECONCILE_LUA)
-        except (RedisError, OSError, TimeoutError) as exc:
+                await asyncio.to_thread(self.batcher.warm)
+        except (RedisError, OSError, TimeoutError, redis_sync.RedisError) as exc:
             logger.warning("limits: Redis not warmed at start-up (%s)", exc)
 
     async def admit(self, demand: Demand) -> Refusal | None:
         """Admit or refuse; ``SharedUnavailable`` when Redis failed or timed out."""
         try:
             return await self._admit(demand)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except (RedisError, redis_sync.RedisError, OSError, TimeoutError) as exc:
             raise SharedUnavailable(type(exc).__name__) from exc
 
     async def reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None:
@@ -224,30 +370,30 @@ class RedisLimits:
             demand.period.expire_at if demand.period is not None else 0,
             math_.WINDOW_TTL_SECONDS,
         ]
-        async with asyncio.timeout(self.timeout_s):
-            reply = await script(keys=keys, args=args)
-        return [int(x) for x in reply]
+        return await self.batcher.submit(keys, args)
 
     async def _seed(self, client: Redis, demand: Demand, *, wait: bool) -> None:
-        """Write ``spent`` from the database unless another worker is doing it."""
+        """Write ``spent`` from the database unless another worker is doing it.
+        The Redis calls run on the batcher's synchronous connection in a thread, so
+        their timeout measures Redis, not this loop (a burst seeds under load)."""
         if demand.period is None:
             return
         spent, _ = _budget_keys(demand)
         lock = budget_key(demand.key_id, demand.period.label, "seed")
         token = uuid.uuid4().hex
-        async with asyncio.timeout(self.timeout_s):
-            held = await client.set(lock, token, nx=True, px=SEED_LOCK_MS)
+        sync = self.batcher.client()
+        held = await asyncio.to_thread(sync.set, lock, token, nx=True, px=SEED_LOCK_MS)
         if not held and wait:
             await asyncio.sleep(SEED_WAIT_SECONDS)
             return
         try:
             value = await self.seeds.get(demand.key_id, demand.period)
-            async with asyncio.timeout(self.timeout_s):
-                await client.set(spent, value, nx=True, exat=demand.period.expire_at)
+            await asyncio.to_thread(
+                sync.set, spent, value, nx=True, exat=demand.period.expire_at
+            )
         finally:
             if held:
-                async with asyncio.timeout(self.timeout_s):
-                    await client.delete(lock)
+                await asyncio.to_thread(sync.delete, lock)
 
     async def _reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None:
         _, _, script = self._connect()
@@ -258,6 +404,7 @@ class RedisLimits:
             await script(keys=keys, args=[tokens_delta, member, cost])
 
     async def aclose(self) -> None:
+        self.batcher.close()
         if self._client is not None:
             client, self._client = self._client[1], None
             await client.aclose()

@@ -12,6 +12,7 @@ admission skip the budget check rather than wait on a database that is away.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -58,6 +59,20 @@ class Demand:
     def member(self) -> str:
         """The reservation: request id and ``C`` (the amount the sum reads back)."""
         return f"{self.request_id}:{self.cost}"
+
+    def share(self, workers: int) -> Demand:
+        """This demand against one worker's share of every limit (the honest local
+        fallback when Redis is away, issue #16): ``workers`` processes together
+        admit no more than the key allows (at least 1 of each limit per worker)."""
+        if workers <= 1:
+            return self
+
+        def part(limit: int | None) -> int | None:
+            return None if limit is None else max(1, limit // workers)
+
+        return dataclasses.replace(
+            self, rpm=part(self.rpm), tpm=part(self.tpm), budget=part(self.budget)
+        )
 
     def without_budget(self) -> Demand:
         return Demand(
