@@ -265,12 +265,20 @@ def configured(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     assert not tracebacks, [r.getMessage() for r in tracebacks]
 
 
+#: codes of a refusal that must name the field at fault
+FIELD_CODES = frozenset(
+    {"invalid_value", "invalid_type", "missing_parameter", "conflicting_parameters"}
+)
+
+
 def _check(status: int, payload: bytes) -> None:
     assert status < 500, (status, payload[:500])
     if status >= 400:
-        error = json.loads(payload)["error"]
+        error = json.loads(payload)["error"]  # OpenAI's envelope and Anthropic's
         assert isinstance(error["message"], str)
         assert "Traceback" not in error["message"]
+        if error.get("code") in FIELD_CODES and "body" not in error["message"]:
+            assert isinstance(error.get("param"), str), error  # the body as a whole
 
 
 @FUZZ
@@ -295,6 +303,111 @@ def test_near_valid_chat_bodies_never_yield_a_5xx(
     configured, loop, body: dict, path: str, extra: list
 ) -> None:
     headers = [(b"authorization", f"Bearer {KEY}".encode()), *extra]
+    raw = json.dumps(body).encode()
+    status, payload = loop.run_until_complete(_call(_scope(headers, path), raw))
+    _check(status, payload)
+
+
+# --- the other client surfaces (spec 09) ------------------------------------------
+
+SURFACES = (
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/responses",
+    "/v1/embeddings",
+    "/v1/completions",
+)
+blocks = st.lists(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                ["text", "image", "tool_use", "tool_result", "thinking", "bogus"]
+            )
+            | json_values,
+        },
+        optional={
+            "text": scalars,
+            "input": json_values,
+            "id": scalars,
+            "tool_use_id": scalars,
+            "content": json_values,
+            "cache_control": json_values,
+            "source": json_values,
+        },
+    ),
+    max_size=3,
+)
+surface_fields = {
+    "max_tokens": st.integers(1, 4096) | huge,
+    "messages": st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "assistant", "system"])
+                | st.text(max_size=6),
+                "content": st.text(max_size=30) | blocks | json_values,
+            }
+        ),
+        max_size=3,
+    )
+    | json_values,
+    "system": st.text(max_size=20) | blocks | json_values,
+    "thinking": st.fixed_dictionaries(
+        {"type": st.sampled_from(["enabled", "disabled", "adaptive"]) | json_values},
+        optional={"budget_tokens": huge | st.integers(0, 40000)},
+    )
+    | json_values,
+    "tools": json_values,
+    "stop_sequences": json_values,
+    "input": st.text(max_size=30)
+    | st.lists(st.text(max_size=10), max_size=3)
+    | st.lists(st.integers(0, 50), max_size=4)
+    | json_values,
+    "instructions": scalars,
+    "max_output_tokens": huge | st.integers(1, 100),
+    "previous_response_id": scalars,
+    "reasoning": json_values,
+    "text": json_values,
+    "store": st.booleans() | json_values,
+    "prompt": st.text(max_size=30)
+    | st.lists(st.text(max_size=10), max_size=3)
+    | json_values,
+    "suffix": scalars,
+    "echo": scalars,
+    "logprobs": huge | scalars,
+    "dimensions": huge | scalars,
+    "encoding_format": st.sampled_from(["float", "base64", "hex"]) | scalars,
+    "stream": st.booleans() | scalars,
+    "metadata": json_values,
+    "fallback_models": json_values,
+    "unknown": json_values,
+}
+surface_bodies = st.builds(
+    lambda model, extra: {"model": model, **extra},
+    mostly(valid_models, models | json_values),
+    st.dictionaries(
+        st.sampled_from(sorted(surface_fields)), st.just(None), max_size=6
+    ).flatmap(
+        lambda chosen: st.fixed_dictionaries(
+            {name: surface_fields[name] for name in chosen}
+        )
+    ),
+)
+
+
+@FUZZ
+@given(
+    body=surface_bodies | json_values,
+    path=st.sampled_from(SURFACES),
+    extra=extra_headers,
+)
+def test_fuzzed_bodies_on_every_surface_never_yield_a_5xx(
+    configured, loop, body: Any, path: str, extra: list
+) -> None:
+    headers = [
+        (b"x-api-key", KEY.encode()),
+        (b"anthropic-version", b"2023-06-01"),
+        *extra,
+    ]
     raw = json.dumps(body).encode()
     status, payload = loop.run_until_complete(_call(_scope(headers, path), raw))
     _check(status, payload)
