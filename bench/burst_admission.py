@@ -146,8 +146,8 @@ def run(workers: int, concurrency: int, mock_url: str) -> dict[str, object]:
         ],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=(data_dir / "gateway.log").open("wb"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -171,6 +171,7 @@ def run(workers: int, concurrency: int, mock_url: str) -> dict[str, object]:
             "other": other,
             "fallbacks": _fallbacks(url),
             "seconds": round(took, 1),
+            "log": str(data_dir / "gateway.log"),
         }
     finally:
         server.terminate()

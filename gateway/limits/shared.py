@@ -154,14 +154,17 @@ class _Admission:
     args: list[Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[list[int]]
+    #: ``admit`` or ``reconcile``
+    script: str = "admit"
 
 
 class AdmitBatcher:
-    """The admission script run from a thread of its own, batched: every admission
-    waiting when the thread is free goes in one pipeline (one round trip, executed
-    in order, each script atomic), on a synchronous connection whose socket timeout
-    is the Redis timeout.  A failed round trip fails every admission of it with
-    ``SharedUnavailable`` (each then falls back, spec 08 §3.3)."""
+    """The admission and reconciliation scripts run from a thread of their own,
+    batched: every call waiting when the thread is free goes in one pipeline (one
+    round trip, executed in order, each script atomic), on a synchronous connection
+    whose socket timeout is the Redis timeout.  A failed round trip fails every call
+    of it with ``SharedUnavailable`` (an admission then falls back, spec 08
+    §3.3)."""
 
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url
@@ -170,7 +173,7 @@ class AdmitBatcher:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._client: redis_sync.Redis | None = None
-        self._script: Any = None
+        self._scripts: dict[str, Any] = {}
 
     def _ensure(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -182,11 +185,13 @@ class AdmitBatcher:
                 )
                 self._thread.start()
 
-    async def submit(self, keys: list[str], args: list[Any]) -> list[int]:
+    async def submit(
+        self, keys: list[str], args: list[Any], script: str = "admit"
+    ) -> list[int]:
         self._ensure()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[int]] = loop.create_future()
-        self._queue.put(_Admission(keys, args, loop, future))
+        self._queue.put(_Admission(keys, args, loop, future, script))
         try:
             async with asyncio.timeout(self.timeout_s + BATCHER_GRACE_S):
                 return await asyncio.shield(future)
@@ -198,6 +203,7 @@ class AdmitBatcher:
         client = self._connect()
         client.ping()
         client.script_load(ADMIT_LUA)
+        client.script_load(RECONCILE_LUA)
 
     def close(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -219,7 +225,10 @@ class AdmitBatcher:
                 socket_connect_timeout=self.timeout_s,
                 retry_on_timeout=False,
             )
-            self._script = self._client.register_script(ADMIT_LUA)
+            self._scripts = {
+                "admit": self._client.register_script(ADMIT_LUA),
+                "reconcile": self._client.register_script(RECONCILE_LUA),
+            }
         return self._client
 
     def _run(self) -> None:
@@ -244,7 +253,7 @@ class AdmitBatcher:
             client = self._connect()
             pipe = client.pipeline(transaction=False)
             for item in batch:
-                self._script(keys=item.keys, args=item.args, client=pipe)
+                self._scripts[item.script](keys=item.keys, args=item.args, client=pipe)
             replies: list[Any] = pipe.execute(raise_on_error=False)
         except (redis_sync.RedisError, OSError) as exc:
             if self._client is not None:  # a broken connection: a new one next time
@@ -258,7 +267,8 @@ class AdmitBatcher:
             if isinstance(reply, Exception):
                 _resolve(item, SharedUnavailable(type(reply).__name__))
             else:
-                _resolve(item, [int(x) for x in reply])
+                values = reply if isinstance(reply, list) else [reply]
+                _resolve(item, [int(x) for x in values if isinstance(x, int | bytes)])
 
 
 def _resolve(item: _Admission, outcome: list[int] | BaseException) -> None:
@@ -331,7 +341,7 @@ class RedisLimits:
     async def reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None:
         try:
             await self._reconcile(demand, tokens_delta, cost)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except (RedisError, redis_sync.RedisError, OSError, TimeoutError) as exc:
             raise SharedUnavailable(type(exc).__name__) from exc
 
     async def _admit(self, demand: Demand) -> Refusal | None:
@@ -396,12 +406,12 @@ class RedisLimits:
                 await asyncio.to_thread(sync.delete, lock)
 
     async def _reconcile(self, demand: Demand, tokens_delta: int, cost: int) -> None:
-        _, _, script = self._connect()
+        """Through the batcher too: a busy loop must not fail it (a failed
+        reconciliation also backs admissions off to the local limits)."""
         spent, resv = _budget_keys(demand)
         keys = [window_key(demand.key_id, "tok", demand.minute), spent, resv]
         member = demand.member if demand.budget is not None else ""
-        async with asyncio.timeout(self.timeout_s):
-            await script(keys=keys, args=[tokens_delta, member, cost])
+        await self.batcher.submit(keys, [tokens_delta, member, cost], "reconcile")
 
     async def aclose(self) -> None:
         self.batcher.close()
