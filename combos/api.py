@@ -23,7 +23,7 @@ from rest_framework.response import Response
 
 from combos import services
 from combos.api_errors import problems_response
-from combos.config_export import _connection, _key, _model
+from combos.config_export import _connection, _key, _model, _proxy
 from combos.models import (
     ApiKey,
     CandidateOverride,
@@ -238,6 +238,9 @@ class ProviderViewSet(ConfigViewSet):
             "kind": instance.kind,
             "base_url": instance.base_url,
             "wire": instance.wire,
+            **({"preset": instance.preset} if instance.preset else {}),
+            **dict(instance.settings or {}),
+            **_proxy(instance),
             "models": [_model(m) for m in instance.models.all()],
         }
 
@@ -256,6 +259,12 @@ class ProviderViewSet(ConfigViewSet):
         provider.slug, provider.kind = clean["slug"], clean["kind"]
         provider.base_url = clean["base_url"]
         provider.wire = clean["wire"]
+        provider.preset = clean["preset"] or ""
+        provider.settings = dict(clean["settings"])
+        proxy = clean["proxy_url"]
+        if proxy not in (provider_services.MASKED, provider.proxy_url):
+            _require_secrets_permission(self.request, "a provider's proxy")
+            provider.set_proxy_url(proxy)
         provider_services.save_provider(provider)
         if "models" in data:
             keep = []

@@ -110,14 +110,21 @@ def _apply_provider(data: dict[str, Any], report: ImportReport, prune: bool) -> 
     provider = Provider.objects.filter(slug__iexact=data["slug"]).first()
     created = provider is None
     provider = provider or Provider(slug=data["slug"])
-    own = ("slug", "kind", "base_url", "wire")
+    own = ("slug", "kind", "base_url", "wire", "preset", "settings")
     before = _fields(provider, own)
+    old_proxy = provider.proxy_url
     provider.slug, provider.kind, provider.base_url = (
         data["slug"],
         data["kind"],
         data["base_url"],
     )
     provider.wire = data.get("wire") or "chat"
+    provider.preset = data.get("preset") or ""
+    provider.settings = dict(data.get("settings") or {})
+    proxy = data.get("proxy_url")
+    if proxy not in (MASKED, old_proxy):  # "***": the stored one stays
+        provider.set_proxy_url(proxy)
+        before = (*before, "proxy")  # a changed proxy makes the row "updated"
     _upsert(report, "providers", provider, created, before, own)
     for conn_data in data["connections"]:
         connection = Connection.objects.filter(

@@ -8,6 +8,7 @@ Re-importing an export changes nothing (``"***"`` keeps the stored secret).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -48,6 +49,14 @@ def _connection(conn: Any) -> dict[str, Any]:
     if quota:
         out["quota"] = quota
     return out
+
+
+def _proxy(provider: Any) -> dict[str, Any]:
+    """``proxy_url`` as exported: masked when it carries credentials."""
+    url = provider.proxy_url
+    if not url:
+        return {}
+    return {"proxy_url": "***" if urlsplit(url).password else url}
 
 
 def _model(model: Any) -> dict[str, Any]:
@@ -95,6 +104,9 @@ def export_data() -> dict[str, Any]:
             "kind": p.kind,
             "base_url": p.base_url,
             **({"wire": p.wire} if p.wire != "chat" else {}),
+            **({"preset": p.preset} if p.preset else {}),
+            **dict(p.settings or {}),
+            **_proxy(p),
             "connections": [
                 _connection(c) for c in p.connections.order_by("priority", "name")
             ],

@@ -19,6 +19,13 @@ class Provider(models.Model):
     #: the upstream wire of its models (spec 10 §5): ``chat`` or, for the openai
     #: kind, ``responses`` (``gateway.dialects.wires_of``)
     wire = models.CharField(max_length=16, default="chat")
+    #: the preset it was made from (spec 10 §2; "" = none)
+    preset = models.CharField(max_length=32, blank=True)
+    #: the outbound and catalog settings (spec 10 §4, §5): ``ca_bundle``,
+    #: ``client_cert``, ``client_key``, ``headers`` (a mapping), ``models_dev_id``
+    settings = models.JSONField(default=dict, blank=True)
+    #: ``proxy_url`` (it may hold credentials: encrypted), or "none"
+    proxy_url_encrypted = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -27,6 +34,21 @@ class Provider(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def set_proxy_url(self, value: str | None) -> None:
+        """Store a proxy URL (encrypted: it may carry credentials), "none", or clear."""
+        value = (value or "").strip()
+        self.proxy_url_encrypted = crypto.encrypt(value) if value else ""
+
+    @property
+    def proxy_url(self) -> str | None:
+        """The stored proxy URL, or None (unset or unreadable)."""
+        if not self.proxy_url_encrypted:
+            return None
+        try:
+            return crypto.decrypt(self.proxy_url_encrypted)
+        except crypto.SecretUnreadable:
+            return None
 
 
 class Connection(models.Model):

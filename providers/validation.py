@@ -10,6 +10,7 @@ touches the database: referential checks read a ``ConfigIndex`` built by the cal
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from gateway.dialects import REGISTRY, WIRES, wires_of
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import compile_glob
+from providers.presets import PRESETS, Preset
 
 COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -338,7 +340,23 @@ def require_mapping(
 
 # ---------------------------------------------------------------- providers
 
-PROVIDER_KEYS = frozenset({"slug", "kind", "base_url", "wire", "connections", "models"})
+PROVIDER_KEYS = frozenset(
+    {
+        "slug",
+        "kind",
+        "base_url",
+        "wire",
+        "connections",
+        "models",
+        "preset",
+        "proxy_url",
+        "ca_bundle",
+        "client_cert",
+        "client_key",
+        "headers",
+        "models_dev_id",
+    }
+)
 #: every wire some kind is spoken over (spec 10 §5)
 ALL_WIRES = tuple(dict.fromkeys(wire for _, wire in WIRES))
 CONNECTION_KEYS = frozenset(
@@ -370,13 +388,32 @@ MODEL_KEYS = frozenset(
 SECRET_MASK = "***"
 
 
+def _preset(data: dict[str, Any], check: Checker) -> Preset | None:
+    name = check.choice(data, "preset", tuple(PRESETS))
+    if name is None:
+        return None
+    preset = PRESETS[name]
+    if preset.kind not in REGISTRY:
+        check.error(
+            "preset",
+            f"needs kind '{preset.kind}', which this gateway does not have yet",
+        )
+        return None
+    return preset
+
+
 def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     check.unknown_keys(data, PROVIDER_KEYS)
     slug = check.string(data, "slug", required=True, pattern=SLUG, max_len=64)
     if slug is not None and slug.lower() in RESERVED:
         check.error("slug", f"'{slug}' is reserved")
-    kind = check.choice(data, "kind", tuple(REGISTRY), required=True)
+    preset = _preset(data, check)  # spec 10 §2: what is given overrides it
+    kind = check.choice(data, "kind", tuple(REGISTRY), required=preset is None)
+    if kind is None and preset is not None:
+        kind = preset.kind
     base_url = check.string(data, "base_url", max_len=500)
+    if not base_url and preset is not None:
+        base_url = preset.base_url
     if kind is not None and REGISTRY[kind].needs_base_url:
         if not base_url:
             check.error("base_url", "is required for this kind")
@@ -385,6 +422,11 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     elif base_url and not http_url(base_url):
         check.error("base_url", "must be an http or https URL")
     out: dict[str, Any] = {"slug": slug, "kind": kind, "base_url": base_url or ""}
+    out["preset"] = data.get("preset") if preset is not None else ""
+    out["settings"] = _outbound_settings(data, check)
+    if preset is not None and preset.models_dev_id:
+        out["settings"].setdefault("models_dev_id", preset.models_dev_id)
+    out["proxy_url"] = _proxy_url(data, check)
     wires = wires_of(kind) if kind is not None else ALL_WIRES
     out["wire"] = check.choice(data, "wire", wires, default="chat") or "chat"
     out["connections"] = _list_of(
@@ -398,6 +440,55 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
                 f"must be one of: {', '.join(wires)} (kind '{kind}')",
             )
     return out
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+MAX_FIXED_HEADERS = 50
+
+
+def _outbound_settings(data: dict[str, Any], check: Checker) -> dict[str, Any]:
+    """``ca_bundle``, ``client_cert``, ``client_key`` (readable files), ``headers``
+    (a mapping of header names to values) and ``models_dev_id`` (spec 10 §4, §5)."""
+    found: dict[str, Any] = {}
+    for name in ("ca_bundle", "client_cert", "client_key"):
+        path = check.string(data, name, max_len=500)
+        if path is None:
+            continue
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            check.error(name, f"cannot read {path}")
+        found[name] = path
+    if ("client_cert" in found) != ("client_key" in found):
+        check.error("client_key", "client_cert and client_key go together")
+    headers = data.get("headers")
+    if headers is not None:
+        if not isinstance(headers, dict) or len(headers) > MAX_FIXED_HEADERS:
+            check.error("headers", f"must be a mapping of at most {MAX_FIXED_HEADERS}")
+        else:
+            bad = False
+            for name, value in headers.items():
+                if not isinstance(name, str) or not _HEADER_NAME.match(name):
+                    check.error("headers", f"'{name}' is not a header name")
+                    bad = True
+                elif not isinstance(value, str) or re.search(r"[\r\n\x00]", value):
+                    check.error(f"headers.{name}", "must be a one-line string")
+                    bad = True
+            if not bad:
+                found["headers"] = dict(headers)
+    models_dev_id = check.string(data, "models_dev_id", max_len=100)
+    if models_dev_id:
+        found["models_dev_id"] = models_dev_id
+    return found
+
+
+def _proxy_url(data: dict[str, Any], check: Checker) -> str | None:
+    """``none``, or an http(s) proxy URL with a host and a port (spec 10 §4)."""
+    value = check.string(data, "proxy_url", max_len=500)
+    if value is None or value in ("none", SECRET_MASK):
+        return value
+    if not http_url(value) or urlsplit(value).port is None:
+        check.error("proxy_url", "must be none or http(s)://[user:pass@]host:port")
+        return None
+    return value
 
 
 def _list_of(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -91,6 +92,19 @@ def _model_info(
     return fill_model_info(info, catalog.match(slug, kind, row.model_id))
 
 
+def _outbound(provider: Provider) -> Mapping[str, Any]:
+    """The provider's outbound settings (spec 10 §4): ``proxy_url`` (decrypted),
+    ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``."""
+    found: dict[str, Any] = {
+        k: v
+        for k, v in (provider.settings or {}).items()
+        if k in ("ca_bundle", "client_cert", "client_key", "headers")
+    }
+    if provider.proxy_url:
+        found["proxy_url"] = provider.proxy_url
+    return MappingProxyType(found)
+
+
 def _providers() -> dict[str, ProviderInfo]:
     models: dict[int, list[ProviderModel]] = defaultdict(list)
     for row in ProviderModel.objects.order_by("position", "model_id"):
@@ -100,9 +114,17 @@ def _providers() -> dict[str, ProviderInfo]:
         connections[conn.provider_id].append(conn)
     result: dict[str, ProviderInfo] = {}
     providers = list(Provider.objects.all())
-    index = load_index(
-        ((p.slug, p.kind) for p in providers), settings.OMNIROUTE_CATALOG_PROVIDER_MAP
-    )
+    # a provider's models.dev id (its own, or its preset's) maps its slug, over the
+    # operator's OMNIROUTE_CATALOG_PROVIDER_MAP (spec 10 §2)
+    catalog_map = {
+        **settings.OMNIROUTE_CATALOG_PROVIDER_MAP,
+        **{
+            p.slug: str(p.settings["models_dev_id"])
+            for p in providers
+            if isinstance(p.settings, dict) and p.settings.get("models_dev_id")
+        },
+    }
+    index = load_index(((p.slug, p.kind) for p in providers), catalog_map)
     for provider in providers:
         slug = provider.slug
         catalog = {
@@ -145,6 +167,7 @@ def _providers() -> dict[str, ProviderInfo]:
             kind=kind,
             base_url=MOCK_BASE_URL if REGISTRY[kind].in_process else provider.base_url,
             wire=provider.wire or "chat",
+            settings=_outbound(provider),
             connections=conns,
             models=MappingProxyType(catalog),
             models_lower=MappingProxyType({k: tuple(v) for k, v in lower.items()}),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -43,11 +44,7 @@ class TableHolder:
 
         with self._lock:
             table = build_table()
-            set_known_secrets(
-                conn.api_key
-                for provider in table.providers.values()
-                for conn in provider.connections
-            )
+            set_known_secrets(known_secrets(table))
             previous, self.table = self.table, table
         if previous is not None:
             gone = _names(previous) - _names(table)
@@ -129,6 +126,18 @@ class TableHolder:
             return table
         finally:
             close_old_connections()
+
+
+def known_secrets(table: RoutingTable) -> list[str | None]:
+    """Every secret the table holds, for the sanitiser: the connections' keys and
+    the proxies' passwords (spec 10 §4: proxy credentials are secrets)."""
+    found: list[str | None] = []
+    for provider in table.providers.values():
+        found += [conn.api_key for conn in provider.connections]
+        proxy = provider.settings.get("proxy_url")
+        if isinstance(proxy, str) and proxy != "none":
+            found.append(urlsplit(proxy).password)
+    return found
 
 
 def _secrets(table: RoutingTable) -> dict[str, str | None]:

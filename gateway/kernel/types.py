@@ -82,6 +82,9 @@ class ProviderInfo:
     base_url: str
     #: the upstream wire of its models: ``chat`` (the kind's own) or ``responses``
     wire: str = "chat"
+    #: outbound settings (spec 10 §4): ``proxy_url`` ("none" = no proxy),
+    #: ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``
+    settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     #: active connections only, ordered by priority, then name
     connections: tuple[ConnectionInfo, ...] = ()
     #: servable models by exact id, in catalog order

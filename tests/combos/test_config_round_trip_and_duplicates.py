@@ -412,3 +412,44 @@ providers:
     assert "wire" not in exported["plain"]
     assert exported["plain"]["models"][0]["wire"] == "responses"
     assert Provider.objects.get(slug="plain").wire == "chat"
+
+
+def test_outbound_settings_round_trip_and_a_proxy_password_never_leaves(
+    tmp_path: Path,
+) -> None:
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    source = tmp_path / "outbound.yaml"
+    source.write_text(
+        f"""
+providers:
+  - slug: corp
+    preset: openrouter
+    proxy_url: http://user:s3cret-proxy-pass@proxy.local:3128
+    ca_bundle: {pem}
+    headers: {{HTTP-Referer: "https://me.example", X-Title: Me}}
+    connections: [{{name: main}}]
+    models: [{{id: m1}}]
+  - slug: plain
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    proxy_url: none
+"""
+    )
+    call_command("import_config", str(source), stdout=io.StringIO())
+    exported = {p["slug"]: p for p in export_data()["providers"]}
+    corp = exported["corp"]
+    assert corp["preset"] == "openrouter"
+    assert corp["proxy_url"] == "***"
+    assert corp["ca_bundle"] == str(pem)
+    assert corp["headers"] == {"HTTP-Referer": "https://me.example", "X-Title": "Me"}
+    assert exported["plain"]["proxy_url"] == "none"
+    assert "s3cret-proxy-pass" not in export_yaml()
+    stored = Provider.objects.get(slug="corp")
+    assert stored.proxy_url == "http://user:s3cret-proxy-pass@proxy.local:3128"
+    assert "s3cret" not in stored.proxy_url_encrypted
+    # re-importing the export keeps the stored proxy ("***" means unchanged)
+    again = tmp_path / "again.yaml"
+    again.write_text(export_yaml())
+    call_command("import_config", str(again), stdout=io.StringIO())
+    assert Provider.objects.get(slug="corp").proxy_url == stored.proxy_url

@@ -167,3 +167,32 @@ def test_the_provider_map_is_read_from_a_json_object(monkeypatch) -> None:
         monkeypatch.setenv("X_MAP", bad)
         with pytest.raises(ImproperlyConfigured, match="X_MAP"):
             env_json_object("X_MAP")
+
+
+def test_a_preset_names_the_catalog_provider(tmp_path) -> None:
+    """Spec 10 §2: ``preset: gemini`` with only a model id gets the catalog's
+    prices and window, whatever the slug (example 5's shape)."""
+    import io
+
+    from django.core.management import call_command
+
+    source = tmp_path / "preset.yaml"
+    source.write_text(
+        "providers:\n"
+        "  - slug: my-google\n"
+        "    preset: openai\n"
+        "    models_dev_id: google\n"
+        "    connections: [{name: main, api_key: env:K}]\n"
+        "    models: [{id: gemini-2.5-pro}]\n"
+    )
+    call_command("import_config", str(source), stdout=io.StringIO())
+
+    info = model("my-google", "gemini-2.5-pro")
+
+    assert (info.input_cost, info.context_window) == (1.25, 1_048_576)
+    stored = Provider.objects.get(slug="my-google")
+    assert (stored.kind, stored.base_url, stored.preset) == (
+        "openai",
+        "https://api.openai.com/v1",
+        "openai",
+    )

@@ -371,3 +371,104 @@ def test_a_wire_the_kind_does_not_speak_is_named(check_provider):
     ]
     _, problems = check_provider(models=[{"id": "m", "wire": "grpc"}])
     assert problems == ["providers[0].models[0].wire: must be one of: chat, responses"]
+
+
+# --- presets and outbound settings (spec 10 §2, §4, §5) -------------------------------
+
+
+def test_a_preset_fills_kind_base_url_and_the_catalog_id():
+    check = Checker("providers[0]")
+    clean = validate_provider({"slug": "g", "preset": "groq"}, check)
+    assert check.problems == []
+    assert (clean["kind"], clean["base_url"], clean["preset"]) == (
+        "openai",
+        "https://api.groq.com/openai/v1",
+        "groq",
+    )
+    assert clean["settings"] == {"models_dev_id": "groq"}
+
+
+def test_what_is_given_overrides_the_preset():
+    check = Checker("")
+    clean = validate_provider(
+        {
+            "slug": "g",
+            "preset": "openai",
+            "base_url": "http://127.0.0.1:9/v1",
+            "models_dev_id": "azure",
+        },
+        check,
+    )
+    assert check.problems == []
+    assert clean["base_url"] == "http://127.0.0.1:9/v1"
+    assert clean["settings"]["models_dev_id"] == "azure"
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"preset": "nope"}, "preset: must be one of:"),
+        ({"preset": "bedrock"}, "preset: needs kind 'bedrock'"),
+        ({"preset": "vllm"}, "base_url: is required for this kind"),
+        (
+            {"kind": "openai", "base_url": "http://x/v1", "proxy_url": "socks://p"},
+            "proxy_url:",
+        ),
+        (
+            {"kind": "openai", "base_url": "http://x/v1", "proxy_url": "http://p"},
+            "proxy_url:",
+        ),
+        (
+            {
+                "kind": "openai",
+                "base_url": "http://x/v1",
+                "ca_bundle": "/nonexistent.pem",
+            },
+            "ca_bundle: cannot read /nonexistent.pem",
+        ),
+        (
+            {"kind": "openai", "base_url": "http://x/v1", "headers": {"X Bad": "v"}},
+            "headers: 'X Bad' is not a header name",
+        ),
+        (
+            {"kind": "openai", "base_url": "http://x/v1", "headers": {"X-T": "a\nb"}},
+            "headers.X-T: must be a one-line string",
+        ),
+    ],
+)
+def test_bad_presets_and_outbound_settings_are_named(data, problem):
+    check = Checker("")
+    validate_provider({"slug": "p", **data}, check)
+    assert any(str(p).startswith(problem) for p in check.problems), check.problems
+
+
+def test_good_outbound_settings_pass(tmp_path):
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    check = Checker("")
+    clean = validate_provider(
+        {
+            "slug": "p",
+            "kind": "openai",
+            "base_url": "https://x/v1",
+            "proxy_url": "http://user:pass@proxy.local:3128",
+            "ca_bundle": str(pem),
+            "headers": {"HTTP-Referer": "https://me.example", "X-Title": "Me"},
+        },
+        check,
+    )
+    assert check.problems == []
+    assert clean["proxy_url"] == "http://user:pass@proxy.local:3128"
+    assert clean["settings"]["ca_bundle"] == str(pem)
+    assert (
+        validate_provider(
+            {
+                "slug": "p",
+                "kind": "openai",
+                "base_url": "https://x/v1",
+                "proxy_url": "none",
+            },
+            Checker(""),
+        )["proxy_url"]
+        == "none"
+    )
