@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 
-from gateway.ops import auto_views, responses_views, views
+from gateway.ops import auto_views, probe, responses_views, views
 from gateway.ops.admin_smart import smart_route_view
 from gateway.ops.admin_views import explain_route_view
 from telemetry.dashboards import live_routing_view, overview_view
@@ -42,6 +42,17 @@ urlpatterns = [
     # the optional slash of the router's resources (combos/api_urls.py); one path
     # in the OpenAPI schema
     path("api/combos/auto/", _AutoCombosSlash.as_view()),
+    # spec 10 §2: discovery and Test connection (before the router's resources)
+    re_path(
+        r"^api/providers/(?P<ref>[^/]+)/discover/?$",
+        probe.DiscoverView.as_view(),
+        name="provider-discover",
+    ),
+    re_path(
+        r"^api/connections/(?P<pk>[0-9]+)/test/?$",
+        probe.TestConnectionView.as_view(),
+        name="connection-test",
+    ),
     path("api/", include("combos.api_urls")),
     path("v1/models", csrf_exempt(views.models_view), name="v1-models"),
     path("v1/models/", csrf_exempt(views.models_view)),  # the optional slash

@@ -105,6 +105,37 @@ def _outbound(provider: Provider) -> Mapping[str, Any]:
     return MappingProxyType(found)
 
 
+def probe_info(
+    provider: Provider, connection: Connection | None = None
+) -> ProviderInfo:
+    """One provider as a probe sees it (spec 10 §2: discovery, Test connection):
+    its configured model ids, and ``connection`` (active or not), else its active
+    connections; secrets decrypted as for routing."""
+    rows = (
+        [connection]
+        if connection is not None
+        else list(provider.connections.filter(active=True).order_by("priority", "name"))
+    )
+    conns = tuple(
+        ConnectionInfo(provider=provider.slug, name=c.name, api_key=_secret(c))
+        for c in rows
+    )
+    models = {
+        m.model_id: ModelInfo(provider=provider.slug, model_id=m.model_id)
+        for m in provider.models.all()
+    }
+    kind = provider.kind
+    return ProviderInfo(
+        slug=provider.slug,
+        kind=kind,
+        base_url=MOCK_BASE_URL if REGISTRY[kind].in_process else provider.base_url,
+        wire=provider.wire or "chat",
+        settings=_outbound(provider),
+        connections=conns,
+        models=MappingProxyType(models),
+    )
+
+
 def _providers() -> dict[str, ProviderInfo]:
     models: dict[int, list[ProviderModel]] = defaultdict(list)
     for row in ProviderModel.objects.order_by("position", "model_id"):

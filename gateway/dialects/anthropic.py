@@ -58,6 +58,7 @@ from gateway.dialects.base import (
     UpstreamCall,
     endpoint_url,
 )
+from gateway.dialects.openai import model_ids
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
@@ -672,6 +673,23 @@ class AnthropicDialect:
 
     def parse_embeddings(self, payload: Any) -> JSON:
         raise BadUpstreamResponse("Anthropic has no embeddings API")
+
+    def list_models_request(
+        self, *, base_url: str, api_key: str | None
+    ) -> UpstreamCall:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/models?limit=1000"),
+            headers=headers,
+            body={},
+            method="GET",
+            operation="models",
+        )
+
+    def parse_model_list(self, payload: Any) -> list[str]:
+        return model_ids(payload)
 
     def stream_translator(
         self, *, created: int, raw: bool = False

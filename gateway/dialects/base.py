@@ -46,8 +46,11 @@ class UpstreamCall:
     body: JSON
     #: the client's own body, sent unchanged but for ``model`` (spec 09 §2.5)
     passthrough: bool = False
-    #: what the answer is: ``chat`` (a completion) or ``embeddings`` (09 §5)
+    #: what the answer is: ``chat`` (a completion), ``embeddings`` (09 §5),
+    #: ``count_tokens`` (09 §4.5) or ``models`` (a model list, 10 §2)
     operation: str = "chat"
+    #: ``POST`` with ``body``, or ``GET`` (a model list, spec 10 §2)
+    method: str = "POST"
 
 
 #: the key of a chunk that carries one upstream event as received, for a passthrough
@@ -175,6 +178,18 @@ class Dialect(Protocol):
     ) -> UpstreamCall:
         """A Messages ``count_tokens`` body aimed at ``model`` (only where
         ``counts_tokens``); the 2xx answer is ``{"input_tokens": n}``."""
+        ...
+
+    def list_models_request(
+        self, *, base_url: str, api_key: str | None
+    ) -> UpstreamCall:
+        """The upstream's model list (``GET``), for discovery and Test connection
+        (spec 10 §2)."""
+        ...
+
+    def parse_model_list(self, payload: Any) -> list[str]:
+        """The model ids of a parsed 2xx model list; ``BadUpstreamResponse`` when it
+        holds none."""
         ...
 
     def parse_embeddings(self, payload: Any) -> JSON:

@@ -208,6 +208,22 @@ class OpenAIDialect:
     def parse_embeddings(self, payload: Any) -> JSON:
         return parse_embeddings_reply(payload)
 
+    def list_models_request(
+        self, *, base_url: str, api_key: str | None
+    ) -> UpstreamCall:
+        headers = self.headers(api_key)
+        headers.pop("content-type", None)
+        return UpstreamCall(
+            url=endpoint_url(base_url, "/models"),
+            headers=headers,
+            body={},
+            method="GET",
+            operation="models",
+        )
+
+    def parse_model_list(self, payload: Any) -> list[str]:
+        return model_ids(payload)
+
     def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:
         return OpenAIStreamTranslator()
 
@@ -229,6 +245,19 @@ def parse_embeddings_reply(payload: Any) -> JSON:
         if not isinstance(item.get("index"), int):
             item["index"] = position
     return payload
+
+
+def model_ids(payload: Any) -> list[str]:
+    """The ``id`` of every entry of a ``{"data": [...]}`` model list (OpenAI's and
+    Anthropic's shape)."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        raise BadUpstreamResponse("model list has no data")
+    return [
+        str(item["id"])
+        for item in data
+        if isinstance(item, dict) and isinstance(item.get("id"), str)
+    ]
 
 
 class MockDialect(OpenAIDialect):

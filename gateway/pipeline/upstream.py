@@ -194,11 +194,11 @@ async def call_json(
     attempt still knows)."""
     if result is None:
         result = AttemptResult(started=time.perf_counter())
-    content = orjson.dumps(call.body)
+    content = orjson.dumps(call.body) if call.method == "POST" else b""
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream(
-                "POST", call.url, content=content, headers=call.headers
+                call.method, call.url, content=content, headers=call.headers
             ) as response:
                 result.ttfb_s = time.perf_counter() - result.started
                 result.http_status = response.status_code  # also if the body stalls
@@ -236,6 +236,8 @@ def _finish_json(
             completion = dialect.parse_embeddings(payload)
         elif operation == "count_tokens":  # the count is the answer (09 §4.5)
             completion = _token_count(payload)
+        elif operation == "models":  # a model list (spec 10 §2)
+            completion = {"models": dialect.parse_model_list(payload)}
         else:
             completion = dialect.parse_completion(payload, created=created)
         if passthrough:  # the upstream's own answer, for the client (09 §2.5)
