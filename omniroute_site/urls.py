@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 
-from gateway.ops import auto_views, probe, responses_views, views
+from gateway.ops import admin_probe, auto_views, probe, responses_views, views
 from gateway.ops.admin_smart import smart_route_view
 from gateway.ops.admin_views import explain_route_view
 from telemetry.dashboards import live_routing_view, overview_view
@@ -36,6 +36,17 @@ urlpatterns = [
         "admin/telemetry/live-routing/",
         admin.site.admin_view(live_routing_view),
         name="telemetry-live-routing",
+    ),
+    # spec 10 §2: discovery and Test connection in the admin
+    path(
+        "admin/providers/provider/<int:pk>/discover/",
+        admin.site.admin_view(admin_probe.discover_view),
+        name="admin-provider-discover",
+    ),
+    path(
+        "admin/providers/connection/test/",
+        admin.site.admin_view(admin_probe.test_connection_view),
+        name="admin-connection-test",
     ),
     path("admin/", admin.site.urls),
     path("api/combos/auto", auto_views.AutoCombosView.as_view(), name="combos-auto"),

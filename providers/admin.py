@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from typing import Any, cast
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import reverse
 
 from providers import (
     admin_arena,  # noqa: F401 - registers the Arena score and alias admins
@@ -270,6 +272,19 @@ class ProviderAdmin(admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("slug", "base_url")
     inlines = (ConnectionInline, ProviderModelInline)
+    actions = ("list_upstream_models",)
+
+    @admin.action(
+        description="List upstream models (add the ones not configured yet)",
+        permissions=["change"],
+    )
+    def list_upstream_models(self, request: HttpRequest, queryset: Any) -> Any:
+        """Spec 10 §2: the upstream's models not configured yet (the page of
+        ``gateway.ops.admin_probe``), for the first selected provider."""
+        provider = queryset.first()
+        return HttpResponseRedirect(
+            reverse("admin-provider-discover", args=[provider.pk])
+        )
 
     @admin.display(description="connections")
     def connection_count(self, obj: Provider) -> int:
@@ -319,7 +334,16 @@ class ConnectionAdmin(admin.ModelAdmin):
     search_fields = ("name", "provider__slug", "default_model")
     list_select_related = ("provider",)
     readonly_fields = ("secret", "circuit", "cooldown", "auth_status", "locked_models")
-    actions = ("reset_health", "reenable_now")
+    actions = ("reset_health", "reenable_now", "test_connection")
+
+    @admin.action(description="Test connection", permissions=["change"])
+    def test_connection(self, request: HttpRequest, queryset: Any) -> Any:
+        """Spec 10 §2: one minimal request with each selected connection's
+        credential (``gateway.ops.admin_probe``); no health is fed."""
+        ids = ",".join(str(pk) for pk in queryset.values_list("pk", flat=True))
+        return HttpResponseRedirect(
+            reverse("admin-connection-test") + "?" + urlencode({"ids": ids})
+        )
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         health = ["circuit", "cooldown", "auth_status", "locked_models"] if obj else []

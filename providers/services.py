@@ -118,3 +118,23 @@ def save_model(model: ProviderModel) -> ProviderModel:
 def delete_model(model: ProviderModel) -> None:
     model.delete()
     bump_config_revision()
+
+
+def add_discovered_models(provider: Provider, model_ids: list[str]) -> int:
+    """Add the chosen discovered ids as model rows (their facts come from the
+    catalog at the next table build); ids already configured are skipped."""
+    existing = set(provider.models.values_list("model_id", flat=True))
+    position = provider.models.count()
+    added = 0
+    for model_id in model_ids:
+        model_id = model_id.strip()[:256]
+        if not model_id or model_id in existing:
+            continue
+        ProviderModel.objects.create(
+            provider=provider, model_id=model_id, position=position + added
+        )
+        existing.add(model_id)
+        added += 1
+    if added:
+        bump_config_revision()
+    return added
