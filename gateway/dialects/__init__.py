@@ -21,6 +21,7 @@ from gateway.dialects.base import (
     StreamTranslator,
     UpstreamCall,
 )
+from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
 from gateway.dialects.openai_responses import (
     MockResponsesDialect,
@@ -31,6 +32,7 @@ from gateway.kernel.types import Target
 _DIALECTS: tuple[Dialect, ...] = (
     OpenAIDialect(),
     AnthropicDialect(),
+    GeminiDialect(),
     MockDialect(),
 )
 

@@ -36,6 +36,10 @@ from providers.mock_upstream.reply import (
     _whole,
 )
 from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire
+from providers.mock_upstream.wire_gemini import PREFIX as GEMINI_PREFIX
+from providers.mock_upstream.wire_gemini import error_body as gemini_error
+from providers.mock_upstream.wire_gemini import models as gemini_models
+from providers.mock_upstream.wire_gemini import route as gemini_route
 
 
 def answer(
@@ -45,6 +49,8 @@ def answer(
     route = _route(path)
     if route.startswith("/_mock/"):
         return _control(state, method, route, body)
+    if route.startswith(GEMINI_PREFIX):
+        return _gemini(state, method, route, path, headers, body)
     wire = _WIRES.get(route)
     if wire is not None and method == "POST":
         return _completion(state, wire, path, headers, body)
@@ -56,6 +62,32 @@ def answer(
     status = 405 if wire is not None or route == "/models" else 404
     message = f"{method} {path} is not served by the mock upstream."
     return _whole(status, orjson.dumps(_OPENAI.error_body(status, message)))
+
+
+def _gemini(
+    state: MockState,
+    method: str,
+    route: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+) -> Reply:
+    """The Gemini API paths: the model and the method are in the path."""
+    found = gemini_route(route)
+    if found is not None and method == "POST":
+        wire, model, is_stream = found
+        return _completion(
+            state, wire, path, headers, body, model=model, is_stream=is_stream
+        )
+    if route == GEMINI_PREFIX and method == "GET":
+        record = state.log.start(
+            path=path, model=None, headers=headers, body=None, is_stream=False
+        )
+        ids = dict.fromkeys([*state.model_ids, *state.script.model_ids()])
+        return _whole(200, orjson.dumps(gemini_models(ids)), record=record)
+    status = 405 if found is not None or route == GEMINI_PREFIX else 404
+    message = f"{method} {path} is not served by the mock upstream."
+    return _whole(status, orjson.dumps(gemini_error(status, message)))
 
 
 def _route(path: str) -> str:
@@ -99,12 +131,23 @@ def _parse_json(body: bytes) -> Any:
 
 
 def _completion(
-    state: MockState, wire: _Wire, path: str, headers: dict[str, str], body: bytes
+    state: MockState,
+    wire: _Wire,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    model: str | None = None,
+    is_stream: bool | None = None,
 ) -> Reply:
+    """One call; ``model`` and ``is_stream``: given by the path (Gemini), else read
+    from the body."""
     payload = _parse_json(body)
     request = payload if isinstance(payload, dict) else {}
-    model = request.get("model")
-    is_stream = request.get("stream") is True
+    if model is None:
+        model = request.get("model")
+    if is_stream is None:
+        is_stream = request.get("stream") is True
     record = state.log.start(
         path=path,
         model=model if isinstance(model, str) else None,
@@ -131,7 +174,7 @@ def _completion(
 
 def _prompt(request: Mapping[str, Any]) -> Any:
     """What the prompt's token count is estimated from, whatever the wire."""
-    for name in ("messages", "input", "prompt"):
+    for name in ("messages", "input", "prompt", "contents", "requests"):
         if name in request:
             return request[name]
     return None
