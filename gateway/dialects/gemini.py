@@ -829,6 +829,15 @@ def model_ids(payload: Any) -> list[str]:
     ]
 
 
+def _reason(error: JSON) -> str | None:
+    """The ``ErrorInfo`` reason among the error's ``details``, if any."""
+    for detail in error.get("details") or ():
+        reason = _dict(detail).get("reason")
+        if isinstance(reason, str):
+            return reason
+    return None
+
+
 def error_from_payload(payload: Any, text: str) -> UpstreamError:
     """``{"error": {"code", "message", "status"}}`` (or a list of one) ->
     ``UpstreamError`` with the ``status`` as ``code``."""
@@ -840,6 +849,8 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
     if isinstance(error, dict):
         status = error.get("status")
         status = status if isinstance(status, str) and status else None
+        if _reason(error) == "API_KEY_INVALID":  # a 400 that means a wrong key
+            status = "API_KEY_INVALID"
         return UpstreamError(
             message=str(error.get("message") or "") or text[:ERROR_TEXT_MAX_CHARS],
             code=status,

@@ -102,6 +102,9 @@ _REJECTIONS = frozenset({400, 422})
 _AUTH_FAILED = Classification(FailureReason.SERVER_ERROR, FailureDetail.AUTH_FAILED)
 _MODEL_GONE = Classification(FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND)
 #: statuses whose meaning needs no body (spec 02 §6.1)
+#: error codes that name a wrong credential on a 400 (Gemini: ``API_KEY_INVALID``)
+_BAD_KEY_CODES = frozenset({"api_key_invalid", "invalid_api_key"})
+
 _BY_STATUS: Mapping[int, Classification] = MappingProxyType(
     {
         401: _AUTH_FAILED,
@@ -147,6 +150,8 @@ def _classify_rejection(error: UpstreamError) -> Classification:
     # An explicit error code outranks the wording of the message.
     if code == "model_not_found":
         return _MODEL_GONE
+    if code in _BAD_KEY_CODES:  # a 400 that says the key is wrong (Gemini's)
+        return _AUTH_FAILED
     if code == "context_length_exceeded":
         return Classification(FailureReason.CONTEXT_LENGTH)
     if _MODEL_MISSING.search(error.message):

@@ -58,7 +58,10 @@ def _count(value: Any) -> int | None:
 
 
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
-    """``R_in`` (spec 03 §3) plus tools/4; base64 image data never counts."""
+    """``R_in`` (spec 03 §3) plus tools/4; base64 image data never counts.  An
+    embeddings body (``input``, no ``messages``) counts its input's text / 4."""
+    if "messages" not in body and "input" in body:
+        return math.ceil(len(json.dumps(body["input"], ensure_ascii=False)) / 4)
     tools = body.get("tools")
     tool_chars = len(json.dumps(tools, ensure_ascii=False)) if tools else 0
     return input_tokens(body.get("messages")) + math.ceil(tool_chars / 4)

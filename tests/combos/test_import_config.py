@@ -202,7 +202,7 @@ def test_every_problem_of_a_file_is_reported_with_its_path(
     problems = import_problems(data)
 
     assert problems == [
-        "providers[1].kind: must be one of: openai, anthropic, mock",
+        "providers[1].kind: must be one of: openai, anthropic, gemini, mock",
         "combos[0].targets[1].model: unknown model 'nope' of provider 'pa'",
         "api_keys[0].rpm: must be 1 <= x <= 10000000",
     ]
@@ -279,7 +279,7 @@ def test_a_config_key_of_another_strategy_is_kept_with_a_warning(
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        ("providers[0].kind", "gemini", "providers[0].kind: must be one of"),
+        ("providers[0].kind", "nope", "providers[0].kind: must be one of"),
         ("providers[0].connections[0].tier", "gold", "connections[0].tier: must be"),
         ("providers[0].models[0].tier", "cheap", "models[0].tier: must be one of"),
         ("providers[0].models[0].capabilities", ["audio"], "models[0].capabilities"),

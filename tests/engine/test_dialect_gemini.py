@@ -1225,3 +1225,25 @@ def test_count_tokens_and_passthrough_are_not_offered(dialect):
         dialect.count_tokens_request(
             base_url=BASE_URL, api_key=None, model=MODEL, body={}, forward=()
         )
+
+
+def test_a_wrong_key_400_is_an_auth_failure():
+    from gateway.dialects.gemini import GeminiDialect
+    from gateway.kernel.errors import FailureDetail, classify_status
+
+    payload = {
+        "error": {
+            "code": 400,
+            "message": "API key not valid. Please pass a valid API key.",
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "API_KEY_INVALID",
+                }
+            ],
+        }
+    }
+    error = GeminiDialect().parse_error(payload, "")
+    assert error.code == "API_KEY_INVALID"
+    assert classify_status(400, error).detail is FailureDetail.AUTH_FAILED

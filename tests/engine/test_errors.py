@@ -259,3 +259,12 @@ def test_reason_and_detail_vocabularies_match_the_spec():
         "first_token",
         "idle",
     } <= {d.value for d in FailureDetail}
+
+
+@pytest.mark.parametrize("code", ["API_KEY_INVALID", "invalid_api_key"])
+def test_a_400_whose_code_says_the_key_is_wrong_is_auth_failed(code):
+    """Gemini answers a wrong key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID:
+    an auth failure (disable), not the client's bad request."""
+    assert classify_status(
+        400, UpstreamError(message="API key not valid", code=code)
+    ) == (Classification(FailureReason.SERVER_ERROR, FailureDetail.AUTH_FAILED))

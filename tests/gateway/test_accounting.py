@@ -226,3 +226,9 @@ def test_an_answer_without_output_needs_only_the_input_price(make_model):
 
     assert cost_usd(model, (1000, 0, 0, 0)) == Decimal("0.0000200000")
     assert cost_usd(model, (1000, 5, 0, 0)) is None
+
+
+def test_an_embeddings_body_is_estimated_from_its_input():
+    """An upstream that reports no usage for embeddings (Gemini) is billed from the
+    input's size, not as an empty chat."""
+    assert estimate_prompt_tokens({"input": ["a" * 400]}) == math.ceil(404 / 4)

@@ -204,8 +204,8 @@ def test_a_provider_slug_outside_the_pattern_is_rejected(
     ("fields", "expected"),
     [
         (
-            {"kind": "gemini"},
-            "providers[0].kind: must be one of: openai, anthropic, mock",
+            {"kind": "nope"},
+            "providers[0].kind: must be one of: openai, anthropic, gemini, mock",
         ),
         ({"kind": None}, "providers[0].kind: is required"),
         ({"base_url": ""}, "providers[0].base_url: is required for this kind"),
