@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.core.exceptions import ImproperlyConfigured
 
 from omniroute_site.env import env_bool, env_int, env_json_object, env_list, env_str
+from providers.outbound_policy import ProxyRules
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -211,7 +212,27 @@ OMNIROUTE_UPSTREAM_MAX_CONNECTIONS = env_int(
 OMNIROUTE_UPSTREAM_MAX_KEEPALIVE = env_int(
     "OMNIROUTE_UPSTREAM_MAX_KEEPALIVE", 50, minimum=0
 )
-OMNIROUTE_UPSTREAM_HTTP2 = env_bool("OMNIROUTE_UPSTREAM_HTTP2", False)
+
+
+def _ca_bundle() -> str | None:
+    """The trust store of every outbound call (spec 10 §4): the PEM file named by
+    OMNIROUTE_CA_BUNDLE, else by SSL_CERT_FILE, else None (the system store)."""
+    for name in ("OMNIROUTE_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = (env_str(name) or "").strip()
+        if value:
+            if not Path(value).is_file():
+                raise ImproperlyConfigured(f"{name}: {value!r} is not a readable file")
+            return value
+    return None
+
+
+# Outbound HTTP (spec 10 §4), for every outbound call: the one trust store, and the
+# proxies of HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (lower-case names win).
+OMNIROUTE_CA_BUNDLE = _ca_bundle()
+try:
+    OMNIROUTE_OUTBOUND_PROXIES = ProxyRules.from_environ(os.environ)
+except ValueError as exc:  # the message names the variable, never its credentials
+    raise ImproperlyConfigured(str(exc)) from None
 OMNIROUTE_CONFIG_POLL_MS = env_int("OMNIROUTE_CONFIG_POLL_MS", 1000, minimum=50)
 OMNIROUTE_SHUTDOWN_GRACE_SECONDS = env_int(
     "OMNIROUTE_SHUTDOWN_GRACE_SECONDS", 30, minimum=0

@@ -7,9 +7,13 @@ request and yields the response at its headers; the body is read whole (``aread(
 or as it arrives (``aiter_raw()`` never decoded, ``aiter_bytes()`` decoded); leaving
 the context before the end closes the connection.  Redirects are never followed.
 
-Three clients implement it: the lean HTTP/1.1 ``UpstreamClient`` (the request path),
+Three clients implement it: the lean HTTP/1.1 ``UpstreamClient`` (the request path;
+``RoutedClient`` is it as one provider's outbound values route it),
 ``httpx.AsyncClient`` for the in-process ``mock`` kind (mounted on its ASGI app) and
 for the side calls, scheduled-job fetches and webhook deliveries (``job_client``).
+All of them follow the one outbound policy (``providers.outbound_policy``, spec 10
+§4): the same proxy choice, the same trust store, ``User-Agent: omniroute/<version>``
+and a provider's fixed headers unless the call's headers set them.
 """
 
 from __future__ import annotations

@@ -3,20 +3,30 @@
 ``UpstreamClient.stream(method, url, content=..., headers=...)`` is an async context
 manager yielding an ``UpstreamResponse`` (``status_code``, ``headers``, ``aread()``,
 ``aiter_raw()``, ``aclose()``), so calling code reads as it did with
-``httpx.AsyncClient``.  Only stdlib and httptools; one client per process and loop.
+``httpx.AsyncClient``.  Only stdlib and httptools; one client per process and loop;
+``for_provider(outbound)`` is the same client and pool routed by a provider's values.
 ``providers.upstream_pool`` decides which socket a request uses and
 ``providers.upstream_connection`` speaks HTTP/1.1 on it.
 
 One request:
 1. The URL is split once and cached per URL string (http/https only, else
    ``UpstreamConnectError``); its origin (scheme, host, port) is interned.
-2. The head is built in one string: request line (path + query), the caller's headers as
-   given, then ``Host`` (with the port when not the default) and ``Accept-Encoding:
-   identity`` unless the caller set them, and ``Content-Length`` (for a body, or any
-   POST/PUT/PATCH).  The caller's ``Content-Length``/``Transfer-Encoding`` are dropped:
-   framing is set here.  Head and a body up to 64 KiB go out in one write.
+   With a policy (``providers.outbound_policy``) the route decides, once per URL, the
+   proxy (none, the environment's, or the provider's) and the TLS identity; both are
+   part of the interned origin, so they are part of every pool key.
+2. The head is built in one string: request line (path + query; absolute-form
+   ``http://host/path`` when an http URL goes through a proxy), the caller's headers as
+   given, the route's default headers (a provider's fixed headers, ``User-Agent:
+   omniroute/<version>``) whose names the caller did not set, then ``Host`` (with the
+   port when not the default), ``Proxy-Authorization`` (absolute-form only) and
+   ``Accept-Encoding: identity`` unless the caller set them, and ``Content-Length``
+   (for a body, or any POST/PUT/PATCH).  The caller's ``Content-Length``/
+   ``Transfer-Encoding`` are dropped: framing is set here.  Head and a body up to
+   64 KiB go out in one write.
 3. The pool hands out the most recently idle connection of the origin (no syscall) or a
-   new one; then the status line and headers are awaited.  Redirects are not followed.
+   new one (``providers.upstream_dial``: addresses raced, ``CONNECT`` through a proxy
+   for https, then TLS); then the status line and headers are awaited.  Redirects are
+   not followed.
 4. Stale keep-alive: an idle connection the server has closed is never taken from the
    pool.  A request once sent is never sent again, even when the server closes or
    resets without answering (spec 02 §5: no same-target retries).
@@ -30,7 +40,8 @@ Invariants:
   it is the only "stop" it understands, so a response left before its end is never
   pooled, and its socket is closed at once.
 * ``CancelledError`` is never caught to be swallowed: every ``except BaseException``
-  here releases what it holds and re-raises.  No request starts a task.
+  here releases what it holds and re-raises.  No request starts a task, except the
+  racing of a new connection's addresses when a host has several (``upstream_dial``).
 * Every error is an ``UpstreamError``: ``UpstreamConnectError`` (no connection),
   ``UpstreamReadError`` (closed, reset or malformed), ``UpstreamReadTimeout`` (silence
   longer than ``read_timeout_s``) or ``UpstreamPoolTimeout`` (no slot within
@@ -50,6 +61,7 @@ from types import TracebackType
 from typing import Final, Self, TypeVar, overload
 from urllib.parse import quote, urlsplit
 
+from providers.outbound_policy import OutboundPolicy, ProviderOutbound, Proxy, Route
 from providers.upstream_connection import (
     Connection,
     Origin,
@@ -63,6 +75,7 @@ from providers.upstream_pool import ConnectionPool
 
 __all__ = [
     "Headers",
+    "RoutedClient",
     "UpstreamClient",
     "UpstreamConnectError",
     "UpstreamError",
@@ -77,7 +90,8 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _FRAMING_HEADERS: Final = frozenset({"content-length", "transfer-encoding"})
 _SET_HERE: Final = frozenset({"host", "accept-encoding", "connection"})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
-_MAX_CACHED_URLS: Final = 1024
+_MAX_CACHED_URLS: Final = 1024  # per route
+_MAX_ROUTES: Final = 256
 _UNSAFE_IN_TARGET: Final = re.compile(r"[^\x21-\x7e]")
 _TARGET_SAFE: Final = "!$&'()*+,;=:@/?%-._~"
 
@@ -284,16 +298,68 @@ class _RawStream:
 class _Target:
     """One parsed URL: its interned origin and the constant parts of the head."""
 
-    __slots__ = ("host_line", "origin", "target_line")
+    __slots__ = ("host_line", "origin", "proxy_lines", "target_line")
 
-    def __init__(self, origin: Origin, target_line: str, host_line: str) -> None:
+    def __init__(
+        self,
+        origin: Origin,
+        target_line: str,
+        host_line: str,
+        proxy_lines: tuple[str, ...] = (),
+    ) -> None:
         self.origin = origin
-        self.target_line = target_line  # " /path?query HTTP/1.1\r\n"
+        self.target_line = target_line  # " /path?query HTTP/1.1\r\n" (absolute-form
+        # " http://host/path HTTP/1.1\r\n" through a proxy)
         self.host_line = host_line  # "Host: host[:port]\r\n"
+        self.proxy_lines = proxy_lines  # ("Proxy-Authorization: ...\r\n",) or ()
+
+
+class _ClientRoute:
+    """A policy route as this client uses it: its URL cache and default header lines."""
+
+    __slots__ = ("extra", "route", "targets")
+
+    def __init__(self, route: Route | None) -> None:
+        self.route = route
+        self.targets: dict[str, _Target] = {}
+        #: (lower-case name, "Name: value\r\n"): added unless the call sets the name
+        self.extra: tuple[tuple[str, str], ...] = tuple(
+            (name.lower(), f"{name}: {value}\r\n")
+            for name, value in (route.headers if route is not None else ())
+        )
+
+
+class RoutedClient:
+    """The client as one provider's outbound values route it (``UpstreamClient.
+    for_provider``): the same pool, that provider's proxy, TLS identity and headers."""
+
+    __slots__ = ("_client", "_route")
+
+    def __init__(self, client: UpstreamClient, route: _ClientRoute) -> None:
+        self._client = client
+        self._route = route
+
+    @property
+    def is_closed(self) -> bool:
+        return self._client.is_closed
+
+    def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> AbstractAsyncContextManager[UpstreamResponse]:
+        return _StreamContext(self._client, method, url, content, headers, self._route)
+
+    async def aclose(self) -> None:
+        """Closes the shared client (as ``UpstreamClient.aclose``)."""
+        await self._client.aclose()
 
 
 class _StreamContext:
-    __slots__ = ("_client", "content", "headers", "method", "response", "url")
+    __slots__ = ("_client", "content", "headers", "method", "response", "route", "url")
 
     def __init__(
         self,
@@ -302,8 +368,10 @@ class _StreamContext:
         url: str,
         content: bytes,
         headers: Mapping[str, str] | None,
+        route: _ClientRoute,
     ) -> None:
         self._client = client
+        self.route = route
         self.method = method
         self.url = url
         self.content = content
@@ -326,7 +394,13 @@ class _StreamContext:
 
 
 class UpstreamClient:
-    """Pooled HTTP/1.1 client; create and use it on one event loop."""
+    """Pooled HTTP/1.1 client; create and use it on one event loop.
+
+    ``policy`` (``providers.outbound_policy``) routes every request: proxies, the
+    trust store, default headers; ``for_provider(outbound)`` gives a provider's own
+    route on the same pool.  Without a policy: direct connections, ``ssl_context``
+    (else the system store), no default headers.
+    """
 
     def __init__(
         self,
@@ -337,7 +411,10 @@ class UpstreamClient:
         max_keepalive: int = 50,
         keepalive_expiry_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        policy: OutboundPolicy | None = None,
     ) -> None:
+        if policy is not None and ssl_context is not None:
+            raise ValueError("pass ssl_context or policy, not both")
         if min(connect_timeout_s, read_timeout_s, keepalive_expiry_s) <= 0:
             raise ValueError("timeouts and keepalive_expiry_s must be > 0")
         if max_connections < 1 or max_keepalive < 0:
@@ -350,8 +427,12 @@ class UpstreamClient:
             keepalive_expiry_s=keepalive_expiry_s,
             ssl_context=ssl_context,
         )
-        self._targets: dict[str, _Target] = {}
-        self._origins: dict[tuple[str, str, int], Origin] = {}
+        self._policy = policy
+        self._default = _ClientRoute(policy.route() if policy is not None else None)
+        self._routed: dict[ProviderOutbound, RoutedClient] = {}
+        self._origins: dict[
+            tuple[str, str, int, Proxy | None, object | None], Origin
+        ] = {}
 
     @property
     def is_closed(self) -> bool:
@@ -371,7 +452,26 @@ class UpstreamClient:
         headers: Mapping[str, str] | None = None,
     ) -> AbstractAsyncContextManager[UpstreamResponse]:
         """Send one request; the context manager yields the response at its headers."""
-        return _StreamContext(self, method, url, content, headers)
+        return _StreamContext(self, method, url, content, headers, self._default)
+
+    def for_provider(
+        self, outbound: ProviderOutbound | None
+    ) -> UpstreamClient | RoutedClient:
+        """This client as ``outbound`` routes it (None: the policy's defaults, i.e.
+        the client itself); one view per distinct value, cached."""
+        if outbound is None:
+            return self
+        routed = self._routed.get(outbound)
+        if routed is None:
+            policy = self._policy
+            if policy is None:
+                raise ValueError("a client without a policy has no provider routes")
+            if len(self._routed) >= _MAX_ROUTES:
+                self._routed.clear()
+            routed = self._routed[outbound] = RoutedClient(
+                self, _ClientRoute(policy.route(outbound))
+            )
+        return routed
 
     async def aclose(self) -> None:
         """Abort every connection, idle or in use; later requests raise RuntimeError."""
@@ -389,11 +489,14 @@ class UpstreamClient:
         content = context.content
         if pool.is_closed:
             raise RuntimeError("cannot send a request: the client has been closed")
-        target = self._targets.get(url)
+        route = context.route
+        target = route.targets.get(url)
         if target is None:
-            target = self._parse(url)
+            target = self._parse(url, route)
         method = context.method.upper()
-        head, wants_close = _request_head(method, target, content, context.headers)
+        head, wants_close = _request_head(
+            method, target, content, context.headers, route.extra
+        )
         is_head = method == "HEAD"
         origin = target.origin
         # An idle connection the server has closed is never taken (``take_idle``
@@ -412,7 +515,20 @@ class UpstreamClient:
         response = context.response = UpstreamResponse(conn, pool)
         return response
 
-    def _parse(self, url: str) -> _Target:
+    def _origin(self, scheme: str, host: str, port: int, route: _ClientRoute) -> Origin:
+        """The interned origin: the URL's, and the proxy and TLS identity to it."""
+        policy_route = route.route
+        proxy = tls = None
+        if policy_route is not None:
+            proxy = policy_route.proxy_for(scheme, host, port)
+            tls = policy_route.tls if scheme == "https" else None
+        key = (scheme, host, port, proxy, tls)
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = Origin(scheme, host, port, proxy, tls)
+        return origin
+
+    def _parse(self, url: str, route: _ClientRoute) -> _Target:
         try:
             parts = urlsplit(url)
             port = parts.port
@@ -441,14 +557,19 @@ class UpstreamClient:
         shown = f"[{host}]" if ":" in host else host
         if port != default_port:
             shown = f"{shown}:{port}"
-        key = (scheme, host, port)
-        origin = self._origins.get(key)
-        if origin is None:
-            origin = self._origins[key] = Origin(scheme, host, port)
-        target = _Target(origin, f" {path} HTTP/1.1\r\n", f"Host: {shown}\r\n")
-        if len(self._targets) >= _MAX_CACHED_URLS:
-            self._targets.clear()
-        self._targets[url] = target
+        origin = self._origin(scheme, host, port, route)
+        proxy = origin.proxy
+        target_line = f" {path} HTTP/1.1\r\n"
+        proxy_lines: tuple[str, ...] = ()
+        if proxy is not None and scheme == "http":  # absolute-form to the proxy
+            target_line = f" http://{shown}{path} HTTP/1.1\r\n"
+            if proxy.authorization:
+                proxy_lines = (f"Proxy-Authorization: {proxy.authorization}\r\n",)
+        target = _Target(origin, target_line, f"Host: {shown}\r\n", proxy_lines)
+        targets = route.targets
+        if len(targets) >= _MAX_CACHED_URLS:
+            targets.clear()
+        targets[url] = target
         return target
 
 
@@ -457,8 +578,12 @@ def _request_head(
     target: _Target,
     content: bytes,
     headers: Mapping[str, str] | None,
+    extra: tuple[tuple[str, str], ...] = (),
 ) -> tuple[bytes, bool]:
-    """The request head as bytes, and whether the caller asked for Connection: close."""
+    """The request head as bytes, and whether the caller asked for Connection: close.
+
+    ``extra`` (the route's default headers) follow the caller's, each unless the
+    caller set the same name."""
     parts = [method, target.target_line]
     has_host = has_encoding = wants_close = False
     if headers:
@@ -474,8 +599,11 @@ def _request_head(
                 else:
                     wants_close = "close" in value.lower()
             parts.append(f"{name}: {value}\r\n")
+    if extra:
+        parts.extend(_defaults(extra, headers))
     if not has_host:
         parts.append(target.host_line)
+    parts.extend(target.proxy_lines)
     if not has_encoding:
         parts.append("Accept-Encoding: identity\r\n")
     if content or method in _BODY_METHODS:
@@ -486,3 +614,13 @@ def _request_head(
     if head.count("\n") != lines or head.count("\r") != lines:
         raise ValueError("CR or LF in the request method, a header name or a value")
     return head.encode("latin-1"), wants_close
+
+
+def _defaults(
+    extra: tuple[tuple[str, str], ...], headers: Mapping[str, str] | None
+) -> list[str]:
+    """The default header lines whose names the caller did not set."""
+    if not headers:
+        return [line for _, line in extra]
+    given = {name.lower() for name in headers}
+    return [line for lower, line in extra if lower not in given]

@@ -44,9 +44,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import httptools
+
+if TYPE_CHECKING:
+    from providers.outbound_policy import Proxy, TLSConfig
 
 HIGH_WATER_BYTES = 256 * 1024  # unread body bytes buffered before reading pauses
 MAX_HEAD_BYTES = 256 * 1024  # a status line plus headers longer than this is refused
@@ -77,16 +80,29 @@ class UpstreamPoolTimeout(UpstreamError):
 
 
 class Origin:
-    """scheme + host + port; interned by the client, so identity is equality."""
+    """scheme + host + port, and the route to it: the proxy (None: direct) and the
+    TLS identity (``tls``, for https; None: the pool's own context).  Interned by the
+    client per (scheme, host, port, proxy, tls), so identity is equality and
+    connections through different proxies or TLS identities are never mixed."""
 
-    __slots__ = ("host", "is_tls", "label", "port")
+    __slots__ = ("host", "is_tls", "label", "port", "proxy", "tls")
 
-    def __init__(self, scheme: str, host: str, port: int) -> None:
+    def __init__(
+        self,
+        scheme: str,
+        host: str,
+        port: int,
+        proxy: Proxy | None = None,
+        tls: TLSConfig | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.is_tls = scheme == "https"
+        self.proxy = proxy
+        self.tls = tls if self.is_tls else None
         shown = f"[{host}]" if ":" in host else host
-        self.label = f"{scheme}://{shown}:{port}"
+        via = f" via proxy {proxy.address}" if proxy is not None else ""
+        self.label = f"{scheme}://{shown}:{port}{via}"
 
     def __repr__(self) -> str:
         return f"Origin({self.label})"

@@ -14,6 +14,10 @@ Getting a connection:
 3. Else wait, at most ``connect_timeout_s`` (then ``UpstreamPoolTimeout``), for a
    connection of this origin or a slot handed over by ``release()``/``drop()``.
 
+A new connection is opened by ``providers.upstream_dial`` (happy eyeballs, the proxy
+tunnel, TLS with the origin's context, all within ``connect_timeout_s``); its failures
+become ``UpstreamConnectError``.
+
 ``release(conn)`` returns a connection whose response was complete and allows
 keep-alive: straight to a waiter for the same origin if there is one, else onto the
 idle stack (evicting the oldest idle one beyond ``max_keepalive``).  Anything else goes
@@ -38,6 +42,7 @@ import contextlib
 import socket
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 from providers.upstream_connection import (
@@ -49,6 +54,7 @@ from providers.upstream_connection import (
     UpstreamConnectError,
     UpstreamPoolTimeout,
 )
+from providers.upstream_dial import dial
 
 _ALPN_HTTP11: Final = "http/1.1"
 
@@ -190,18 +196,19 @@ class ConnectionPool:
     async def _connect(self, origin: Origin) -> Connection:
         loop = self._loop
         assert loop is not None
-        context = self._tls_context() if origin.is_tls else None
         label = origin.label
+        context = None
+        if origin.is_tls:
+            try:
+                context = self._tls_context(origin)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise UpstreamConnectError(
+                    f"TLS settings for {label} unusable: {exc}"
+                ) from exc
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                transport, conn = await loop.create_connection(
-                    lambda: Connection(
-                        loop, origin, self.read_timeout_s, self._on_lost
-                    ),
-                    origin.host,
-                    origin.port,
-                    ssl=context,
-                    server_hostname=origin.host if context is not None else None,
+                transport, conn = await dial(
+                    loop, origin, self._factory(origin), context
                 )
         except TimeoutError:
             raise UpstreamConnectError(
@@ -223,7 +230,14 @@ class ConnectionPool:
                 raise UpstreamConnectError(f"{label} negotiated {alpn!r}, not HTTP/1.1")
         return conn
 
-    def _tls_context(self) -> ssl.SSLContext:
+    def _factory(self, origin: Origin) -> Callable[[], Connection]:
+        loop = self._loop
+        assert loop is not None
+        return lambda: Connection(loop, origin, self.read_timeout_s, self._on_lost)
+
+    def _tls_context(self, origin: Origin) -> ssl.SSLContext:
+        if origin.tls is not None:  # the route's identity (built once, cached)
+            return origin.tls.context()
         context = self._ssl_context
         if context is None:  # built on first use: loading the CA store takes ms
             context = ssl.create_default_context()

@@ -135,10 +135,10 @@ def test_an_invalid_encryption_key_stops_the_checks_naming_the_variable(
 def test_a_bad_boolean_stops_startup_naming_the_variable(
     tmp_path: Path, value: str
 ) -> None:
-    result = manage(tmp_path, "check", OMNIROUTE_UPSTREAM_HTTP2=value)
+    result = manage(tmp_path, "check", OMNIROUTE_LOG_SYNC=value)
 
     assert result.returncode != 0
-    assert "OMNIROUTE_UPSTREAM_HTTP2" in result.stderr
+    assert "OMNIROUTE_LOG_SYNC" in result.stderr
 
 
 def test_booleans_accept_the_six_spellings(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def test_a_good_answer_returns_the_body_and_sends_the_user_agent() -> None:
     assert sleeps == []
     assert seen[0].method == "GET"
     version = metadata.version("omniroute")
-    assert seen[0].headers["user-agent"] == f"OmniRoute/{version}"
+    assert seen[0].headers["user-agent"] == f"omniroute/{version}"  # spec 10 §4
 
 
 def test_connection_errors_are_retried_three_times_after_1_2_and_4_seconds() -> None:
