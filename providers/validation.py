@@ -20,6 +20,7 @@ from gateway.dialects import REGISTRY, WIRES, wires_of
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import compile_glob
+from providers.outbound_policy import Proxy
 from providers.presets import PRESETS, Preset
 
 COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
@@ -481,12 +482,19 @@ def _outbound_settings(data: dict[str, Any], check: Checker) -> dict[str, Any]:
 
 
 def _proxy_url(data: dict[str, Any], check: Checker) -> str | None:
-    """``none``, or an http(s) proxy URL with a host and a port (spec 10 §4)."""
+    """``none``, or an ``http://[user:password@]host:port`` proxy (spec 10 §4): what
+    the outbound policy can route through; an https or SOCKS proxy is refused here
+    rather than bypassed later."""
     value = check.string(data, "proxy_url", max_len=500)
     if value is None or value in ("none", SECRET_MASK):
         return value
-    if not http_url(value) or urlsplit(value).port is None:
-        check.error("proxy_url", "must be none or http(s)://[user:pass@]host:port")
+    try:
+        Proxy.parse(value, "proxy_url")
+        explicit_port = urlsplit(value).port is not None and "://" in value
+    except ValueError:
+        explicit_port = False
+    if not explicit_port or urlsplit(value).scheme.lower() != "http":
+        check.error("proxy_url", "must be none or http://[user:password@]host:port")
         return None
     return value
 

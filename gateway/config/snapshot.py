@@ -43,6 +43,7 @@ from gateway.kernel.types import GatewaySettings as SettingsInfo
 from providers import crypto
 from providers.catalog import CatalogIndex, fill_model_info, load_index
 from providers.models import ConfigRevision, Connection, Provider, ProviderModel
+from providers.outbound_policy import ProviderOutbound
 from telemetry.models import WebhookEndpoint
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,25 @@ def _model_info(
     return fill_model_info(info, catalog.match(slug, kind, row.model_id))
 
 
+def provider_outbound(settings_: Mapping[str, Any]) -> ProviderOutbound | None:
+    """The outbound policy's per-provider values (None: nothing overridden); an
+    unusable value (it passed validation, then changed on disk) is logged and the
+    process policy applies."""
+    if not settings_:
+        return None
+    try:
+        return ProviderOutbound(
+            proxy_url=settings_.get("proxy_url"),
+            ca_bundle=settings_.get("ca_bundle"),
+            client_cert=settings_.get("client_cert"),
+            client_key=settings_.get("client_key"),
+            headers=settings_.get("headers"),
+        )
+    except ValueError as exc:
+        logger.warning("provider outbound settings unusable: %s", exc)
+        return None
+
+
 def _outbound(provider: Provider) -> Mapping[str, Any]:
     """The provider's outbound settings (spec 10 §4): ``proxy_url`` (decrypted),
     ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``."""
@@ -125,12 +145,14 @@ def probe_info(
         for m in provider.models.all()
     }
     kind = provider.kind
+    outbound = _outbound(provider)
     return ProviderInfo(
         slug=provider.slug,
         kind=kind,
         base_url=MOCK_BASE_URL if REGISTRY[kind].in_process else provider.base_url,
         wire=provider.wire or "chat",
-        settings=_outbound(provider),
+        settings=outbound,
+        outbound=provider_outbound(outbound),
         connections=conns,
         models=MappingProxyType(models),
     )
@@ -193,12 +215,14 @@ def _providers() -> dict[str, ProviderInfo]:
         for model_id in catalog:
             lower[model_id.lower()].append(model_id)
         kind = provider.kind
+        outbound = _outbound(provider)
         result[slug.lower()] = ProviderInfo(
             slug=slug,
             kind=kind,
             base_url=MOCK_BASE_URL if REGISTRY[kind].in_process else provider.base_url,
             wire=provider.wire or "chat",
-            settings=_outbound(provider),
+            settings=outbound,
+            outbound=provider_outbound(outbound),
             connections=conns,
             models=MappingProxyType(catalog),
             models_lower=MappingProxyType({k: tuple(v) for k, v in lower.items()}),

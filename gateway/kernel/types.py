@@ -85,6 +85,9 @@ class ProviderInfo:
     #: outbound settings (spec 10 §4): ``proxy_url`` ("none" = no proxy),
     #: ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``
     settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: the same as the outbound policy's ``ProviderOutbound`` (built once with the
+    #: table; None: the process policy), what its calls are routed by
+    outbound: Any = None
     #: active connections only, ordered by priority, then name
     connections: tuple[ConnectionInfo, ...] = ()
     #: servable models by exact id, in catalog order

@@ -66,15 +66,19 @@ async def _list_models(provider: ProviderInfo, connection: ConnectionInfo) -> Pr
     call = dialect.list_models_request(
         base_url=provider.base_url, api_key=connection.api_key
     )
-    client: Any = mock_client() if dialect.in_process else new_upstream_client()
+    fresh = new_upstream_client()  # its own pool: a probe runs on its own loop
+    client: Any = (
+        mock_client(provider.outbound)
+        if dialect.in_process
+        else fresh.for_provider(provider.outbound)
+    )
     started = time.perf_counter()
     try:
         result = await upstream.call_json(
             client, dialect, call, timeout_s=PROBE_TIMEOUT_S, created=int(time.time())
         )
     finally:
-        if not dialect.in_process:
-            await client.aclose()
+        await fresh.aclose()
     latency = round((time.perf_counter() - started) * 1000)
     failure = result.failure
     if failure is not None or result.completion is None:

@@ -84,7 +84,7 @@ async def count_upstream(
         )
         started_wall = time.time()
         result = await upstream.call_json(
-            client_for(target.provider.kind),
+            client_for(target.provider.kind, target.provider.outbound),
             dialect,
             call,
             timeout_s=timeout_s,

@@ -540,7 +540,7 @@ async def dispatch(
     dialect = dialect_of(target)
     if result is not None:
         result.passthrough = call.passthrough
-    client = client_for(target.provider.kind)
+    client = client_for(target.provider.kind, target.provider.outbound)
     attempt_started(target)
     gauge = metrics.bounded(metrics.UPSTREAM_IN_FLIGHT, target.provider.slug)
     gauge.inc()

@@ -467,7 +467,9 @@ def test_the_proxy_and_tls_paths_on_uvloop(thread, upstream, plain, ca):
 # --- the gateway process --------------------------------------------------------------
 
 
-def gateway_config(good: str, bad: str) -> str:
+def gateway_config(good: str, bad: str, own: str = "", own_ca: str = "") -> str:
+    """``good`` and ``bad`` follow the process policy; ``own`` (the untrusted
+    upstream again) carries its own outbound settings: direct, its CA, a header."""
     providers = "\n".join(
         f"""  - slug: {slug}
     kind: openai
@@ -479,6 +481,19 @@ def gateway_config(good: str, bad: str) -> str:
       - id: m1"""
         for slug, url in (("good", good), ("bad", bad))
     )
+    if own:
+        providers += f"""
+  - slug: own
+    kind: openai
+    base_url: {own}/v1
+    proxy_url: none
+    ca_bundle: {own_ca}
+    headers: {{X-Title: OmniRoute test}}
+    connections:
+      - name: main
+        api_key: sk-upstream-secret-own-1234567890
+    models:
+      - id: m1"""
     return f"providers:\n{providers}\napi_keys:\n  - name: all\n    key: {KEY_ALL}\n"
 
 
@@ -508,7 +523,11 @@ def outbound_gateway(
     gateway = Gateway(data_dir, free_port(), env)
     try:
         gateway.start()
-        result = gateway.apply(gateway_config(upstream.url, untrusted.url))
+        result = gateway.apply(
+            gateway_config(
+                upstream.url, untrusted.url, untrusted.url, str(other_ca.path)
+            )
+        )
         assert result.returncode == 0, result.stderr
         yield gateway, proxy, untrusted
     finally:
@@ -547,6 +566,27 @@ def test_the_gateway_calls_upstreams_through_the_proxy_with_the_ca_bundle(
     assert last.target == "/v1/chat/completions"
     assert last.headers["user-agent"] == f"omniroute/{http.product_version()}"
     assert "pa55word" not in gateway.log.read_text()
+
+
+def test_a_provider_own_outbound_settings_route_its_calls(outbound_gateway):
+    """The same untrusted upstream that fails through the process policy serves a
+    provider whose settings say: direct, trust its CA, send a fixed header."""
+    gateway, proxy, untrusted = outbound_gateway
+    tunnelled = len(tunnels(proxy, untrusted))
+
+    response = httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={"model": "own/m1", "messages": [{"role": "user", "content": "direct"}]},
+        timeout=30,
+    )
+
+    assert response.status_code == 200, response.text
+    assert len(tunnels(proxy, untrusted)) == tunnelled  # not through the proxy
+    last = untrusted.seen[-1]
+    assert last.target == "/v1/chat/completions"
+    assert last.headers["x-title"] == "OmniRoute test"
+    assert last.headers["user-agent"] == f"omniroute/{http.product_version()}"
 
 
 @pytest.mark.parametrize(

@@ -287,3 +287,16 @@ def test_a_client_without_a_policy_sends_no_default_headers_and_has_no_routes():
         UpstreamClient(
             policy=OutboundPolicy(), ssl_context=ssl.create_default_context()
         )
+
+
+def test_the_snapshot_builds_one_provider_outbound_from_stored_settings(caplog):
+    from gateway.config.snapshot import provider_outbound
+
+    assert provider_outbound({}) is None
+    built = provider_outbound({"proxy_url": "none", "headers": {"X-Title": "t"}})
+    assert built == ProviderOutbound(proxy_url="none", headers={"X-Title": "t"})
+    assert built.is_direct
+    # a value that changed behind validation's back: the process policy applies
+    with caplog.at_level("WARNING"):
+        assert provider_outbound({"client_key": "/k.pem"}) is None
+    assert "client_key" in caplog.text
