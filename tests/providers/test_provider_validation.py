@@ -418,6 +418,22 @@ def test_what_is_given_overrides_the_preset():
             {"kind": "openai", "base_url": "http://x/v1", "proxy_url": "http://p"},
             "proxy_url:",
         ),
+        (  # TLS to the proxy is not built: refused, never bypassed
+            {
+                "kind": "openai",
+                "base_url": "http://x/v1",
+                "proxy_url": "https://u:p@proxy.local:3128",
+            },
+            "proxy_url: must be none or http://",
+        ),
+        (
+            {
+                "kind": "openai",
+                "base_url": "http://x/v1",
+                "proxy_url": "http://proxy.local:3128/path",
+            },
+            "proxy_url:",
+        ),
         (
             {
                 "kind": "openai",
