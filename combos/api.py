@@ -7,6 +7,7 @@ Staff session or admin token; secrets are write-only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -35,6 +36,7 @@ from providers import services as provider_services
 from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import (
+    CREDENTIAL_SECRETS,
     UNSTORABLE_MESSAGE,
     Checker,
     Problem,
@@ -281,7 +283,7 @@ class ProviderViewSet(ConfigViewSet):
             ).delete()
         # nested connections (the YAML shape) are upserted by name; the others stay
         for item in clean["connections"] if "connections" in data else ():
-            if item.get("api_key"):
+            if item.get("api_key") or item.get("secrets"):
                 _require_secrets_permission(self.request, "a connection's secret")
             connection = Connection.objects.filter(
                 provider=provider, name=item["name"]
@@ -300,8 +302,11 @@ class ConnectionViewSet(ConfigViewSet):
     def to_data(self, instance: Any) -> dict[str, Any]:
         data = _connection(instance)
         data.pop("api_key", None)  # write-only
+        for name in CREDENTIAL_SECRETS:  # write-only, in any form (spec 10 §3)
+            data.pop(name, None)
         data["provider"] = instance.provider.slug
         data["has_api_key"] = instance.has_api_key
+        data["secrets_set"] = instance.secret_names()
         return data
 
     def _out(self, instance: Any) -> dict[str, Any]:
@@ -329,6 +334,7 @@ class ConnectionViewSet(ConfigViewSet):
     def save(self, data: dict[str, Any], instance: Any | None) -> services.SaveResult:
         slug = data.pop("provider", None)
         data.pop("has_api_key", None)
+        data.pop("secrets_set", None)
         provider = (
             Provider.objects.filter(slug__iexact=str(slug)).first() if slug else None
         )
@@ -336,8 +342,18 @@ class ConnectionViewSet(ConfigViewSet):
             raise services.ConfigInvalid(
                 [Problem("provider", f"unknown provider {slug!r}")]
             )
-        clean = _checked(data, validate_connection)
-        if (
+        clean = _checked(
+            data,
+            functools.partial(
+                validate_connection,
+                kind=provider.kind,
+                provider_settings=provider.settings or {},
+            ),
+        )
+        changes_secret = any(
+            value != provider_services.MASKED for value in clean["secrets"].values()
+        )
+        if changes_secret or (
             clean["api_key"] is not None
             and clean["api_key"] != provider_services.MASKED
         ):
@@ -355,7 +371,9 @@ class ConnectionViewSet(ConfigViewSet):
         connection.provider, connection.name = provider, clean["name"]
         provider_services.apply_connection_fields(connection, clean)
         provider_services.save_connection(connection)
-        if clean["api_key"] and clean["api_key"] != provider_services.MASKED:
+        if changes_secret or (
+            clean["api_key"] and clean["api_key"] != provider_services.MASKED
+        ):
             # spec 03 §8.3: saving credentials clears an auth disable (here at once;
             # other workers when their table shows a changed secret)
             board.reenable(connection_key(provider.slug, connection.name))

@@ -78,6 +78,7 @@ _CONN_FIELDS = (
     "quota_reset_interval_seconds",
     "api_key_ref",
     "api_key_encrypted",
+    "settings",
 )
 _MODEL_FIELDS = (
     "input_cost",
@@ -134,9 +135,18 @@ def _apply_provider(data: dict[str, Any], report: ImportReport, prune: bool) -> 
         connection = connection or Connection(provider=provider, name=conn_data["name"])
         before = _fields(connection, _CONN_FIELDS)
         same = _same_secret(connection, conn_data.get("api_key"))
-        apply_connection_fields(connection, {**conn_data, "api_key": None})
+        apply_connection_fields(
+            connection, {**conn_data, "api_key": None, "secrets": None}
+        )
         if not same:
             connection.set_api_key(conn_data.get("api_key"))
+        # the file is the whole state: a secret field it does not name is removed
+        given = conn_data.get("secrets") or {}
+        stored = {*(connection.secret_refs or {}), *connection.stored_secrets()}
+        if connection.set_secrets(
+            {name: given.get(name) for name in {*given, *stored}}
+        ):
+            before = (*before, "secrets")  # a changed secret makes the row "updated"
         _upsert(report, "connections", connection, is_new, before, _CONN_FIELDS)
     for position, model_data in enumerate(data["models"]):
         model = ProviderModel.objects.filter(

@@ -30,6 +30,10 @@ def _connection(conn: Any) -> dict[str, Any]:
         out["api_key"] = conn.api_key_ref
     elif conn.api_key_encrypted:
         out["api_key"] = "***"
+    # the kind's other secrets (spec 10 §3): references as they are, literals masked
+    out.update(dict.fromkeys(conn.stored_secrets(), "***"))
+    out.update(conn.secret_refs or {})
+    out.update(conn.settings or {})
     out.update(
         tier=conn.tier,
         active=conn.active,

@@ -11,6 +11,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 
+from gateway.dialects import REGISTRY
 from providers import (
     admin_arena,  # noqa: F401 - registers the Arena score and alias admins
     admin_jobs,  # noqa: F401 - registers the job and catalog admins
@@ -21,6 +22,8 @@ from providers.models import Connection, Provider, ProviderModel
 from providers.validation import (
     ALL_WIRES,
     CAPABILITIES,
+    CREDENTIAL_SECRETS,
+    CREDENTIAL_SETTINGS,
     Checker,
     validate_connection,
     validate_model,
@@ -46,7 +49,26 @@ def _apply_problems(
         form.add_error(target, problem.message if target else str(problem))
 
 
-class ConnectionForm(forms.ModelForm):
+def _bool_setting(value: str) -> Any:
+    """A typed setting from the form's text: true/false as booleans."""
+    lowered = value.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    return value
+
+
+def credential_fields(kind: str | None) -> tuple[list[str], list[str]]:
+    """The secret and plain credential fields a connection of ``kind`` shows (spec
+    10 §3); every kind's when the kind is not known yet (a new connection)."""
+    if kind is not None and kind in REGISTRY:
+        shape = REGISTRY[kind].credentials
+        return list(shape.secrets), list(shape.settings)
+    return sorted(CREDENTIAL_SECRETS), sorted(CREDENTIAL_SETTINGS)
+
+
+class _ConnectionForm(forms.ModelForm):
     api_key = forms.CharField(
         required=False,
         strip=True,
@@ -54,6 +76,16 @@ class ConnectionForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove stored key")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        settings = self.instance.settings if self.instance.pk else {}
+        for name in CREDENTIAL_SETTINGS:
+            if name in self.fields and isinstance(settings, dict) and name in settings:
+                value = settings[name]
+                self.fields[name].initial = (
+                    str(value).lower() if isinstance(value, bool) else value
+                )
 
     class Meta:
         model = Connection
@@ -81,6 +113,29 @@ class ConnectionForm(forms.ModelForm):
             if v is not None
         }
         check = Checker("")
+        provider = data.get("provider") or getattr(self.instance, "provider", None)
+        kind = provider.kind if isinstance(provider, Provider) else None
+        secrets, settings = credential_fields(kind)
+        given = {n: data[n] for n in secrets if data.get(n)}
+        if self.instance.pk and not data.get("clear_secrets"):
+            # a stored field counts as given (its value is never shown)
+            stored = {
+                *(self.instance.secret_refs or {}),
+                *self.instance.stored_secrets(),
+            }
+            given = {**dict.fromkeys(stored & set(secrets), "***"), **given}
+        stored_settings = self.instance.settings if self.instance.pk else {}
+        typed = {
+            n: (
+                _bool_setting(data[n])
+                if n in self.fields
+                else (stored_settings or {}).get(n)
+            )
+            for n in settings
+            if (data.get(n) if n in self.fields else (stored_settings or {}).get(n))
+            not in (None, "")
+        }
+        self.credential = (given, typed)
         validate_connection(
             {
                 "name": data.get("name"),
@@ -91,8 +146,14 @@ class ConnectionForm(forms.ModelForm):
                 "priority": data.get("priority") or 0,
                 "max_concurrency": data.get("max_concurrency") or 0,
                 **({"quota": quota} if quota else {}),
+                **typed,
+                **given,
             },
             check,
+            kind=kind,
+            provider_settings=provider.settings
+            if isinstance(provider, Provider)
+            else {},
         )
         _apply_problems(
             self,
@@ -110,9 +171,56 @@ class ConnectionForm(forms.ModelForm):
             connection.set_api_key(None)
         elif self.cleaned_data.get("api_key"):
             connection.set_api_key(self.cleaned_data["api_key"])
+        given: dict[str, str]
+        typed: dict[str, Any]
+        given, typed = getattr(self, "credential", ({}, {}))
+        if any(name in self.fields for name in CREDENTIAL_SETTINGS):
+            connection.settings = typed
+        if self.cleaned_data.get("clear_secrets"):
+            stored = {*(connection.secret_refs or {}), *connection.stored_secrets()}
+            connection.set_secrets(dict.fromkeys(stored))
+        connection.set_secrets(given)
         if commit:
             services.save_connection(connection)
         return connection
+
+    @property
+    def changes_secret(self) -> bool:
+        given: dict[str, str] = getattr(self, "credential", ({}, {}))[0]
+        return bool(
+            self.cleaned_data.get("api_key")
+            or self.cleaned_data.get("clear_secrets")
+            or any(value != "***" for value in given.values())
+        )
+
+
+def _credential_form_fields() -> dict[str, forms.Field]:
+    """One write-only field per secret of every kind, one text field per plain
+    setting (spec 10 §3); the admin shows a connection its kind's only."""
+    found: dict[str, forms.Field] = {}
+    for name in sorted(CREDENTIAL_SECRETS):
+        widget: forms.Widget = (
+            forms.Textarea(attrs={"rows": 4, "autocomplete": "off"})
+            if name.endswith("_json")
+            else forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})
+        )
+        found[name] = forms.CharField(
+            required=False, strip=True, help_text=SECRET_HELP, widget=widget
+        )
+    for name in sorted(CREDENTIAL_SETTINGS):
+        found[name] = forms.CharField(required=False, strip=True, max_length=500)
+    if found:
+        found["clear_secrets"] = forms.BooleanField(
+            required=False, label="Remove the stored credential fields"
+        )
+    return found
+
+
+ConnectionForm: Any = forms.models.ModelFormMetaclass(
+    "ConnectionForm",
+    (_ConnectionForm,),
+    {"__module__": __name__, **_credential_form_fields()},
+)
 
 
 class ProviderModelForm(forms.ModelForm):
@@ -347,9 +455,20 @@ class ConnectionAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         health = ["circuit", "cooldown", "auth_status", "locked_models"] if obj else []
-        fields = ["provider", "secret", *health, *ConnectionForm.Meta.fields]
+        secrets, settings = credential_fields(obj.provider.kind if obj else None)
+        fields = [
+            "provider",
+            "secret",
+            *health,
+            *ConnectionForm.Meta.fields[:3],
+            *secrets,
+            *(["clear_secrets"] if secrets else []),
+            *settings,
+            *ConnectionForm.Meta.fields[3:],
+        ]
         if not request.user.has_perm("providers.change_provider"):
-            fields = [f for f in fields if f not in ("api_key", "clear_api_key")]
+            hidden = {"api_key", "clear_api_key", "clear_secrets", *secrets}
+            fields = [f for f in fields if f not in hidden]
         return fields
 
     def get_form(
@@ -411,15 +530,21 @@ class ConnectionAdmin(admin.ModelAdmin):
         logger.info("admin %s re-enabled %d connection(s)", request.user, count)
         self.message_user(request, f"Re-enabled {count} connection(s).")
 
-    @admin.display(description="API key")
+    @admin.display(description="credential")
     def secret(self, obj: Connection) -> str:
-        return obj.api_key_display or "—"
+        """The key's env reference or last four, and which other fields are set
+        (their names only, spec 10 §3)."""
+        others = obj.secret_names()
+        parts = [obj.api_key_display] if obj.api_key_display else []
+        if others:
+            parts.append("set: " + ", ".join(others))
+        return "; ".join(parts) or "—"
 
     def save_model(
         self, request: HttpRequest, obj: Connection, form: Any, change: bool
     ) -> None:
         services.save_connection(obj)
-        if form.cleaned_data.get("api_key"):  # new credentials clear an auth disable
+        if form.changes_secret:  # new credentials clear an auth disable
             board.reenable(connection_key(obj.provider.slug, obj.name))
 
     def delete_model(self, request: HttpRequest, obj: Connection) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.db import models
 
 from gateway.dialects import REGISTRY
@@ -68,6 +70,12 @@ class Connection(models.Model):
     api_key_ref = models.CharField(max_length=200, blank=True)
     api_key_encrypted = models.TextField(blank=True)
     api_key_last4 = models.CharField(max_length=4, blank=True)
+    # The kind's other secret fields (spec 10 §3): literals as one Fernet token of
+    # a JSON object, ``env:NAME`` references kept as they are (never both per field)
+    secrets_encrypted = models.TextField(blank=True)
+    secret_refs = models.JSONField(default=dict, blank=True)
+    # The kind's plain credential fields: region, project, use_default_credentials
+    settings = models.JSONField(default=dict, blank=True)
     tier = models.CharField(max_length=16, choices=Tier.choices, default=Tier.STANDARD)
     default_model = models.CharField(max_length=256, blank=True)
     active = models.BooleanField(default=True)
@@ -104,6 +112,51 @@ class Connection(models.Model):
     @property
     def has_api_key(self) -> bool:
         return bool(self.api_key_ref or self.api_key_encrypted)
+
+    def stored_secrets(self) -> dict[str, str]:
+        """The literal secret fields, decrypted ({} when none or unreadable)."""
+        if not self.secrets_encrypted:
+            return {}
+        try:
+            value = json.loads(crypto.decrypt(self.secrets_encrypted))
+        except (crypto.SecretUnreadable, ValueError):
+            return {}
+        return (
+            {str(k): str(v) for k, v in value.items()}
+            if isinstance(value, dict)
+            else {}
+        )
+
+    def set_secrets(self, given: dict[str, str | None]) -> bool:
+        """Apply secret fields: a literal is encrypted, ``env:NAME`` kept as a
+        reference, ``***`` keeps what is stored, None or "" removes the field.
+        Fields not in ``given`` stay.  True when anything changed (an unchanged
+        literal is not re-encrypted)."""
+        literals = self.stored_secrets()
+        refs = dict(self.secret_refs or {})
+        before = (dict(literals), dict(refs))
+        for name, raw in given.items():
+            value = (raw or "").strip()
+            if value == "***":
+                continue
+            literals.pop(name, None)
+            refs.pop(name, None)
+            if value.startswith("env:"):
+                refs[name] = value
+            elif value:
+                literals[name] = value
+        if (literals, refs) == before:
+            return False
+        self.secrets_encrypted = (
+            crypto.encrypt(json.dumps(literals, sort_keys=True)) if literals else ""
+        )
+        self.secret_refs = refs
+        return True
+
+    def secret_names(self) -> list[str]:
+        """The secret fields beside ``api_key`` that hold something (never their
+        values)."""
+        return sorted(set(self.secret_refs or {}) | set(self.stored_secrets()))
 
     @property
     def api_key_display(self) -> str:

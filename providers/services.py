@@ -72,6 +72,10 @@ def apply_connection_fields(connection: Connection, data: dict[str, Any]) -> Non
     secret = data.get("api_key")
     if secret is not None and secret != MASKED:
         connection.set_api_key(secret)
+    connection.settings = dict(data.get("credential_settings") or {})
+    secrets = data.get("secrets")
+    if secrets:  # the fields given; the others stay (``""`` clears one)
+        connection.set_secrets(secrets)
 
 
 @transaction.atomic

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -358,6 +359,18 @@ PROVIDER_KEYS = frozenset(
         "models_dev_id",
     }
 )
+#: every kind's credential fields (spec 10 §3): a connection's secrets and plain
+#: settings, a provider's plain settings; which belong to which kind is the kind's
+CREDENTIAL_SECRETS = frozenset(
+    name for d in REGISTRY.values() for name in d.credentials.secrets
+)
+CREDENTIAL_SETTINGS = frozenset(
+    name for d in REGISTRY.values() for name in d.credentials.settings
+)
+PROVIDER_CREDENTIAL_SETTINGS = frozenset(
+    name for d in REGISTRY.values() for name in d.credentials.provider_settings
+)
+PROVIDER_KEYS = PROVIDER_KEYS | PROVIDER_CREDENTIAL_SETTINGS
 #: every wire some kind is spoken over (spec 10 §5)
 ALL_WIRES = tuple(dict.fromkeys(wire for _, wire in WIRES))
 CONNECTION_KEYS = frozenset(
@@ -371,7 +384,7 @@ CONNECTION_KEYS = frozenset(
         "quota",
         "max_concurrency",
     }
-)
+) | (CREDENTIAL_SECRETS | CREDENTIAL_SETTINGS)
 MODEL_KEYS = frozenset(
     {
         "id",
@@ -403,15 +416,9 @@ def _preset(data: dict[str, Any], check: Checker) -> Preset | None:
     return preset
 
 
-def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
-    check.unknown_keys(data, PROVIDER_KEYS)
-    slug = check.string(data, "slug", required=True, pattern=SLUG, max_len=64)
-    if slug is not None and slug.lower() in RESERVED:
-        check.error("slug", f"'{slug}' is reserved")
-    preset = _preset(data, check)  # spec 10 §2: what is given overrides it
-    kind = check.choice(data, "kind", tuple(REGISTRY), required=preset is None)
-    if kind is None and preset is not None:
-        kind = preset.kind
+def _base_url(
+    data: dict[str, Any], check: Checker, kind: str | None, preset: Preset | None
+) -> str | None:
     base_url = check.string(data, "base_url", max_len=500)
     if not base_url and preset is not None:
         base_url = preset.base_url
@@ -422,6 +429,19 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
             check.error("base_url", "must be an http or https URL")
     elif base_url and not http_url(base_url):
         check.error("base_url", "must be an http or https URL")
+    return base_url
+
+
+def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
+    check.unknown_keys(data, PROVIDER_KEYS)
+    slug = check.string(data, "slug", required=True, pattern=SLUG, max_len=64)
+    if slug is not None and slug.lower() in RESERVED:
+        check.error("slug", f"'{slug}' is reserved")
+    preset = _preset(data, check)  # spec 10 §2: what is given overrides it
+    kind = check.choice(data, "kind", tuple(REGISTRY), required=preset is None)
+    if kind is None and preset is not None:
+        kind = preset.kind
+    base_url = _base_url(data, check, kind, preset)
     out: dict[str, Any] = {"slug": slug, "kind": kind, "base_url": base_url or ""}
     out["preset"] = data.get("preset") if preset is not None else ""
     out["settings"] = _outbound_settings(data, check)
@@ -430,9 +450,15 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     out["proxy_url"] = _proxy_url(data, check)
     wires = wires_of(kind) if kind is not None else ALL_WIRES
     out["wire"] = check.choice(data, "wire", wires, default="chat") or "chat"
-    out["connections"] = _list_of(
-        data, "connections", check, validate_connection, key="name"
-    )
+    if kind is not None:
+        _provider_credential_settings(data, kind, out["settings"], check)
+
+    def connection(item: dict[str, Any], sub: Checker) -> dict[str, Any]:
+        return validate_connection(
+            item, sub, kind=kind, provider_settings=out["settings"]
+        )
+
+    out["connections"] = _list_of(data, "connections", check, connection, key="name")
     out["models"] = _list_of(data, "models", check, validate_model, key="id")
     for index, model in enumerate(out["models"]):
         if model.get("wire") and kind is not None and model["wire"] not in wires:
@@ -526,7 +552,99 @@ def _list_of(
     return result
 
 
-def validate_connection(data: dict[str, Any], check: Checker) -> dict[str, Any]:
+def _scalar_setting(value: Any) -> bool:
+    return isinstance(value, (str, bool, int, float)) and not (
+        isinstance(value, str) and len(value) > MAX_SETTING_LEN
+    )
+
+
+MAX_SETTING_LEN = 500
+
+
+def _provider_credential_settings(
+    data: dict[str, Any], kind: str, settings: dict[str, Any], check: Checker
+) -> None:
+    """A provider's plain credential settings (``region``, ``auth_header``, …): only
+    its kind's, scalars, then the kind's own checks."""
+    shape = REGISTRY[kind].credentials
+    for name in sorted(PROVIDER_CREDENTIAL_SETTINGS & set(data)):
+        value = data[name]
+        if value is None:
+            continue
+        if name not in shape.provider_settings:
+            check.error(name, f"not a setting of kind '{kind}'")
+        elif not _scalar_setting(value):
+            check.error(name, "must be a string, a number or true/false")
+        else:
+            settings[name] = value
+    for field_name, message in shape.check_provider(settings):
+        check.error(field_name, message)
+
+
+def _credential(
+    data: dict[str, Any],
+    check: Checker,
+    kind: str | None,
+    provider_settings: Mapping[str, Any] | None,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """A connection's credential fields beyond ``api_key`` (spec 10 §3): each must be
+    one of its kind's; secrets are strings (a literal or ``env:NAME``), settings
+    scalars; then the kind's own checks (a malformed service-account JSON, a
+    missing region)."""
+    shape = REGISTRY[kind].credentials if kind is not None else None
+    secrets: dict[str, str] = {}
+    settings: dict[str, Any] = {}
+    for name in sorted((CREDENTIAL_SECRETS | CREDENTIAL_SETTINGS) & set(data)):
+        value = data[name]
+        if value is None:
+            continue
+        if shape is not None and name not in (*shape.secrets, *shape.settings):
+            check.error(name, f"not a credential of kind '{kind}'")
+        elif name in CREDENTIAL_SECRETS:
+            problem = _secret_problem(value)
+            if problem:
+                check.error(name, problem)
+            else:
+                secrets[name] = value
+        elif not _scalar_setting(value):
+            check.error(name, "must be a string, a number or true/false")
+        else:
+            settings[name] = value
+    if shape is not None:
+        if not shape.api_key and data.get("api_key"):
+            check.error("api_key", f"not a credential of kind '{kind}'")
+        given = {**settings, **secrets}
+        if shape.api_key and data.get("api_key"):
+            given["api_key"] = data["api_key"]
+        for field_name, message in shape.check_connection(
+            given, provider_settings or {}
+        ):
+            check.error(field_name, message)
+    return secrets, settings
+
+
+def _secret_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or len(value) > MAX_SECRET_LEN:
+        return "must be a string (a literal or env:NAME)"
+    if value.startswith("env:") and not ENV_REF.fullmatch(value):
+        return "env reference must look like env:NAME"
+    return None
+
+
+#: a service-account JSON fits comfortably; a pasted novel does not
+MAX_SECRET_LEN = 20_000
+ENV_REF = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]{0,195}")
+
+
+def validate_connection(
+    data: dict[str, Any],
+    check: Checker,
+    *,
+    kind: str | None = None,
+    provider_settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One connection; with its provider's ``kind`` (and settings) its credential
+    fields are checked against the kind's (spec 10 §3)."""
     check.unknown_keys(data, CONNECTION_KEYS)
     out: dict[str, Any] = {
         "name": check.string(
@@ -555,6 +673,9 @@ def validate_connection(data: dict[str, Any], check: Checker) -> dict[str, Any]:
             "api_key", "env reference must look like env:NAME (at most 200 characters)"
         )
     out["api_key"] = api_key
+    out["secrets"], out["credential_settings"] = _credential(
+        data, check, kind, provider_settings
+    )
     quota = data.get("quota")
     out["quota"] = None
     if quota is not None:

@@ -27,6 +27,7 @@ from combos.models import (
 from gateway.dialects import REGISTRY
 from gateway.kernel.globs import compile_glob
 from gateway.kernel.types import (
+    Auth,
     ComboInfo,
     ComboTargetInfo,
     ConnectionInfo,
@@ -58,15 +59,74 @@ def current_version() -> int:
     return int(row or 0)
 
 
+def _env_secret(ref: str) -> str | None:
+    """An ``env:NAME`` reference: ``NAME``, else the file ``NAME_FILE`` names
+    (spec 08 §1: any secret may be a file), stripped of its final newline."""
+    name = ref[len("env:") :]
+    value = os.environ.get(name)
+    if value:
+        return value
+    path = os.environ.get(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().rstrip("\r\n") or None
+    except OSError as exc:
+        logger.warning("%s_FILE: cannot read %s: %s", name, path, exc.strerror)
+        return None
+
+
 def _secret(connection: Connection) -> str | None:
     if connection.api_key_ref:
-        return os.environ.get(connection.api_key_ref[len("env:") :]) or None
+        return _env_secret(connection.api_key_ref)
     if connection.api_key_encrypted:
         try:
             return crypto.decrypt(connection.api_key_encrypted)
         except crypto.SecretUnreadable:
             logger.warning("connection %s: stored secret is unreadable", connection)
     return None
+
+
+def _auth(provider: Provider, connection: Connection) -> tuple[Auth | None, str | None]:
+    """The connection's credential beyond ``api_key`` (spec 10 §3) with its
+    references read, and its own endpoint where its settings name one; (None,
+    None) for a kind whose credential is a key alone and sets nothing."""
+    dialect = REGISTRY[provider.kind]
+    shape = dialect.credentials
+    if not (shape.secrets or shape.settings or shape.provider_settings):
+        return None, None
+    given = provider.settings if isinstance(provider.settings, dict) else {}
+    own = {k: given[k] for k in shape.provider_settings if k in given}
+    conn_settings = connection.settings if isinstance(connection.settings, dict) else {}
+    own.update({k: v for k, v in conn_settings.items() if k in shape.settings})
+    secrets = {
+        k: v for k, v in connection.stored_secrets().items() if k in shape.secrets
+    }
+    for name, ref in (connection.secret_refs or {}).items():
+        value = _env_secret(str(ref)) if name in shape.secrets else None
+        if value is not None:
+            secrets[name] = value
+    if not own and not secrets:
+        return None, None
+    auth = Auth(
+        kind=provider.kind,
+        secrets=MappingProxyType(secrets),
+        settings=MappingProxyType(own),
+    )
+    return auth, dialect.connection_base_url(provider.base_url, auth)
+
+
+def _connection_info(provider: Provider, c: Connection, **more: Any) -> ConnectionInfo:
+    auth, base_url = _auth(provider, c)
+    return ConnectionInfo(
+        provider=provider.slug,
+        name=c.name,
+        api_key=_secret(c),
+        auth=auth,
+        base_url=base_url,
+        **more,
+    )
 
 
 def _model_info(
@@ -136,10 +196,7 @@ def probe_info(
         if connection is not None
         else list(provider.connections.filter(active=True).order_by("priority", "name"))
     )
-    conns = tuple(
-        ConnectionInfo(provider=provider.slug, name=c.name, api_key=_secret(c))
-        for c in rows
-    )
+    conns = tuple(_connection_info(provider, c) for c in rows)
     models = {
         m.model_id: ModelInfo(provider=provider.slug, model_id=m.model_id)
         for m in provider.models.all()
@@ -185,10 +242,9 @@ def _providers() -> dict[str, ProviderInfo]:
             for m in models[provider.id]
         }
         conns = tuple(
-            ConnectionInfo(
-                provider=slug,
-                name=c.name,
-                api_key=_secret(c),
+            _connection_info(
+                provider,
+                c,
                 tier=c.tier,
                 default_model=c.default_model or None,
                 priority=c.priority,

@@ -14,8 +14,11 @@ interval plus one rebuild (the spec allows 2 s).  With Redis, a version publishe
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -133,16 +136,37 @@ def known_secrets(table: RoutingTable) -> list[str | None]:
     the proxies' passwords (spec 10 §4: proxy credentials are secrets)."""
     found: list[str | None] = []
     for provider in table.providers.values():
-        found += [conn.api_key for conn in provider.connections]
+        for conn in provider.connections:
+            found.append(conn.api_key)
+            if conn.auth is not None:  # AWS keys, a service account, Entra (10 §3)
+                found += _auth_secrets(conn.auth.secrets)
         proxy = provider.settings.get("proxy_url")
         if isinstance(proxy, str) and proxy != "none":
             found.append(urlsplit(proxy).password)
     return found
 
 
-def _secrets(table: RoutingTable) -> dict[str, str | None]:
+def _auth_secrets(secrets: Mapping[str, str]) -> list[str | None]:
+    """A credential's secret values as the sanitiser masks them: the whole value,
+    and a service account's private key apart (it appears in JSON-escaped form)."""
+    found: list[str | None] = list(secrets.values())
+    account = secrets.get("service_account_json")
+    if account:
+        try:
+            parsed = json.loads(account)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            found += [parsed.get("private_key"), parsed.get("private_key_id")]
+    return found
+
+
+def _secrets(table: RoutingTable) -> dict[str, Any]:
     return {
-        f"{provider.slug}@{conn.name}": conn.api_key
+        f"{provider.slug}@{conn.name}": (
+            conn.api_key,
+            tuple(sorted(conn.auth.secrets.items())) if conn.auth else (),
+        )
         for provider in table.providers.values()
         for conn in provider.connections
     }

@@ -47,22 +47,28 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from gateway.dialects.base import (
+    API_KEY,
     JSON,
     RAW,
     BadUpstreamResponse,
+    CredentialShape,
+    EventDecoder,
     StreamErrorEvent,
     UpstreamCall,
     endpoint_url,
+    sse_decoder,
 )
 from gateway.dialects.openai import model_ids
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
+from gateway.kernel.types import Auth
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients may omit it
@@ -582,6 +588,7 @@ class AnthropicDialect:
     wire = "chat"
     counts_tokens = True
     embeddings = False
+    credentials: CredentialShape = API_KEY
 
     def build_request(
         self,
@@ -591,6 +598,7 @@ class AnthropicDialect:
         model: str,
         body: JSON,
         stream: bool,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         headers = {
             "content-type": "application/json",
@@ -617,6 +625,7 @@ class AnthropicDialect:
         stream: bool,
         forward: tuple[tuple[str, str], ...],
         surface: str = "messages",
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """A Messages request as the client sent it: only ``model`` changes, and the
         client's ``anthropic-version`` and ``anthropic-beta`` go along (09 §2.5)."""
@@ -640,7 +649,13 @@ class AnthropicDialect:
         )
 
     def embeddings_request(
-        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         raise NotImplementedError("Anthropic has no embeddings API")
 
@@ -652,6 +667,7 @@ class AnthropicDialect:
         model: str,
         body: JSON,
         forward: tuple[tuple[str, str], ...],
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """The client's count_tokens body as sent (only ``model`` changes), with its
         ``anthropic-version`` and ``anthropic-beta`` (09 §4.5)."""
@@ -662,6 +678,7 @@ class AnthropicDialect:
             body=body,
             stream=False,
             forward=forward,
+            auth=auth,
         )
         return UpstreamCall(
             url=endpoint_url(base_url, "/messages/count_tokens"),
@@ -675,7 +692,7 @@ class AnthropicDialect:
         raise BadUpstreamResponse("Anthropic has no embeddings API")
 
     def list_models_request(
-        self, *, base_url: str, api_key: str | None
+        self, *, base_url: str, api_key: str | None, auth: Auth | None = None
     ) -> UpstreamCall:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
@@ -691,10 +708,18 @@ class AnthropicDialect:
     def parse_model_list(self, payload: Any) -> list[str]:
         return model_ids(payload)
 
+    def stream_decoder(self) -> EventDecoder:
+        return sse_decoder()
+
+    def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:
+        return None
+
     def stream_translator(
         self, *, created: int, raw: bool = False
     ) -> AnthropicStreamTranslator:
         return AnthropicStreamTranslator(created=created, raw=raw)
 
-    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+    def parse_error(
+        self, payload: Any, text: str, headers: Mapping[str, str] | None = None
+    ) -> UpstreamError:
         return error_from_payload(payload, text)

@@ -15,11 +15,14 @@ Invariants every dialect keeps:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gateway.kernel.errors import UpstreamError
+from gateway.kernel.sse import SSEDecoder, SSEEvent
+from gateway.kernel.types import Auth
 
 JSON = dict[str, Any]
 
@@ -37,6 +40,70 @@ def endpoint_url(base_url: str, path: str) -> str:
     return base + path
 
 
+class Signer(Protocol):
+    """Signs one request over the exact bytes sent (AWS SigV4, spec 10 §1): pure, the
+    clock passed in; returns the headers to add."""
+
+    def __call__(
+        self,
+        *,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        now: float,
+    ) -> dict[str, str]: ...
+
+
+class EventDecoder(Protocol):
+    """Turns a stream's bytes into events (``SSEEvent``: the event name and its data
+    as JSON text), chunk by chunk: server-sent events, or Bedrock's binary
+    event-stream frames."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]: ...
+
+    def flush(self) -> list[SSEEvent]: ...
+
+
+#: a problem with one credential field: (field, message); validation prefixes the
+#: connection's path (``connections[0].region: is required for kind 'bedrock'``)
+CredentialProblem = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CredentialShape:
+    """The credential a kind's connections hold (spec 10 §3), declared by its
+    dialect: what validation, storage, export and the admin form derive from.
+
+    ``secrets`` are encrypted at rest and accept ``env:NAME`` like ``api_key``;
+    ``settings`` are plain connection fields (``region``, ``project``,
+    ``use_default_credentials``); ``provider_settings`` the plain fields a provider
+    may give for all its connections (a connection's own wins).  ``check_provider``
+    sees the provider's settings; ``check_connection`` a connection's fields
+    (secrets as given: a literal or ``env:NAME``) and the provider's settings; each
+    names every unusable field.
+    """
+
+    api_key: bool = True
+    secrets: tuple[str, ...] = ()
+    settings: tuple[str, ...] = ()
+    provider_settings: tuple[str, ...] = ()
+    check_provider: Callable[[Mapping[str, Any]], list[CredentialProblem]] = field(
+        default=lambda provider: [], compare=False
+    )
+    check_connection: Callable[
+        [Mapping[str, Any], Mapping[str, Any]], list[CredentialProblem]
+    ] = field(default=lambda connection, provider: [], compare=False)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return (*(("api_key",) if self.api_key else ()), *self.secrets, *self.settings)
+
+
+#: the credential of most kinds: one ``api_key`` (or none, for a local server)
+API_KEY = CredentialShape()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpstreamCall:
     """One HTTP request to send upstream (POST with a JSON body)."""
@@ -51,6 +118,13 @@ class UpstreamCall:
     operation: str = "chat"
     #: ``POST`` with ``body``, or ``GET`` (a model list, spec 10 §2)
     method: str = "POST"
+    #: signs the serialised body just before it is sent (None: nothing to sign)
+    sign: Signer | None = field(default=None, compare=False, repr=False)
+
+
+def sse_decoder() -> EventDecoder:
+    """The stream decoder of every server-sent-events dialect."""
+    return SSEDecoder()
 
 
 #: the key of a chunk that carries one upstream event as received, for a passthrough
@@ -123,6 +197,17 @@ class Dialect(Protocol):
     embeddings: bool
     #: counts a Messages prompt's tokens itself (spec 09 §4.5)
     counts_tokens: bool
+    #: the credential its connections hold (spec 10 §3)
+    credentials: CredentialShape
+
+    def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:
+        """A connection's own endpoint when its credential settings name one (a
+        region, a project); None: the provider's ``base_url``."""
+        ...
+
+    def stream_decoder(self) -> EventDecoder:
+        """A fresh decoder of this kind's stream framing."""
+        ...
 
     def build_request(
         self,
@@ -132,6 +217,7 @@ class Dialect(Protocol):
         model: str,
         body: JSON,
         stream: bool,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """The upstream request for an OpenAI-shaped ``body`` aimed at ``model``."""
         ...
@@ -155,13 +241,20 @@ class Dialect(Protocol):
         stream: bool,
         forward: tuple[tuple[str, str], ...],
         surface: str,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """The client's own body of wire ``surface`` (one of ``surfaces``) aimed at
         ``model``, with its ``forward`` headers."""
         ...
 
     def embeddings_request(
-        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """An OpenAI embeddings ``body`` aimed at ``model`` (only where
         ``embeddings``)."""
@@ -175,13 +268,14 @@ class Dialect(Protocol):
         model: str,
         body: JSON,
         forward: tuple[tuple[str, str], ...],
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """A Messages ``count_tokens`` body aimed at ``model`` (only where
         ``counts_tokens``); the 2xx answer is ``{"input_tokens": n}``."""
         ...
 
     def list_models_request(
-        self, *, base_url: str, api_key: str | None
+        self, *, base_url: str, api_key: str | None, auth: Auth | None = None
     ) -> UpstreamCall:
         """The upstream's model list (``GET``), for discovery and Test connection
         (spec 10 §2)."""
@@ -203,6 +297,10 @@ class Dialect(Protocol):
         ``raw``: every event also comes out as a ``RAW`` chunk (a passthrough)."""
         ...
 
-    def parse_error(self, payload: Any, text: str) -> UpstreamError:
-        """The upstream's error message/code/param from a non-2xx body."""
+    def parse_error(
+        self, payload: Any, text: str, headers: Mapping[str, str] | None = None
+    ) -> UpstreamError:
+        """The upstream's error message/code/param from a non-2xx body (``headers``:
+        the reply's, where a kind names the error there, as Bedrock's
+        ``x-amzn-errortype``)."""
         ...

@@ -106,19 +106,25 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 from gateway.dialects.base import (
+    API_KEY,
     JSON,
     RAW,
     BadUpstreamResponse,
+    CredentialShape,
+    EventDecoder,
     StreamErrorEvent,
     UpstreamCall,
+    sse_decoder,
 )
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
+from gateway.kernel.types import Auth
 
 API_VERSION = "v1beta"
 ERROR_TEXT_MAX_CHARS = 2000
@@ -1020,6 +1026,7 @@ class GeminiDialect:
     wire = "chat"
     embeddings = True
     counts_tokens = False
+    credentials: CredentialShape = API_KEY
 
     def build_request(
         self,
@@ -1029,6 +1036,7 @@ class GeminiDialect:
         model: str,
         body: JSON,
         stream: bool,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"
         return UpstreamCall(
@@ -1050,11 +1058,18 @@ class GeminiDialect:
         stream: bool,
         forward: tuple[tuple[str, str], ...],
         surface: str = "chat",
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         raise NotImplementedError("no client wire is Gemini's own")
 
     def embeddings_request(
-        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         return UpstreamCall(
             url=model_url(base_url, model, "batchEmbedContents"),
@@ -1071,11 +1086,12 @@ class GeminiDialect:
         model: str,
         body: JSON,
         forward: tuple[tuple[str, str], ...],
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         raise NotImplementedError("Gemini counts tokens of its own body, not Messages")
 
     def list_models_request(
-        self, *, base_url: str, api_key: str | None
+        self, *, base_url: str, api_key: str | None, auth: Auth | None = None
     ) -> UpstreamCall:
         """``GET {base}/v1beta/models`` (one page of up to 1000)."""
         found = headers(api_key)
@@ -1094,10 +1110,18 @@ class GeminiDialect:
     def parse_embeddings(self, payload: Any) -> JSON:
         return parse_embed_reply(payload)
 
+    def stream_decoder(self) -> EventDecoder:
+        return sse_decoder()
+
+    def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:
+        return None
+
     def stream_translator(
         self, *, created: int, raw: bool = False
     ) -> GeminiStreamTranslator:
         return GeminiStreamTranslator(created=created, raw=raw)
 
-    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+    def parse_error(
+        self, payload: Any, text: str, headers: Mapping[str, str] | None = None
+    ) -> UpstreamError:
         return error_from_payload(payload, text)

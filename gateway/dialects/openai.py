@@ -10,19 +10,49 @@ as chat ones (``choices[].text`` as the content, ``logprobs`` kept).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.dialects.base import (
     JSON,
     BadUpstreamResponse,
+    CredentialProblem,
+    CredentialShape,
+    EventDecoder,
     StreamErrorEvent,
     StreamTranslator,
     UpstreamCall,
     endpoint_url,
+    sse_decoder,
 )
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
+from gateway.kernel.types import Auth
+
+_MAX_HEADER_NAME = 100
+_HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def _check_auth_header(provider: Mapping[str, Any]) -> list[CredentialProblem]:
+    header = provider.get("auth_header")
+    if header is None:
+        return []
+    if (
+        not isinstance(header, str)
+        or not header
+        or len(header) > _MAX_HEADER_NAME
+        or not set(header.lower()) <= _HEADER_NAME_CHARS
+    ):
+        return [("auth_header", "must be a header name, or none")]
+    return []
+
+
+#: ``api_key``, sent as ``Authorization: Bearer`` or in the provider's
+#: ``auth_header`` (``api-key`` style hosts; ``none``: no key at all; spec 10 §1)
+OPENAI_CREDENTIALS = CredentialShape(
+    provider_settings=("auth_header",), check_provider=_check_auth_header
+)
 
 
 def error_from_payload(payload: Any, text: str) -> UpstreamError:
@@ -114,6 +144,7 @@ class OpenAIDialect:
     wire = "chat"
     counts_tokens = False
     embeddings = True
+    credentials = OPENAI_CREDENTIALS
 
     def build_request(
         self,
@@ -123,6 +154,7 @@ class OpenAIDialect:
         model: str,
         body: JSON,
         stream: bool,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         upstream = dict(body)
         upstream["model"] = model
@@ -133,15 +165,22 @@ class OpenAIDialect:
             upstream["stream_options"] = options
         return UpstreamCall(
             url=endpoint_url(base_url, "/chat/completions"),
-            headers=self.headers(api_key),
+            headers=self.headers(api_key, auth),
             body=upstream,
         )
 
     @staticmethod
-    def headers(api_key: str | None) -> dict[str, str]:
+    def headers(api_key: str | None, auth: Auth | None = None) -> dict[str, str]:
+        """JSON, and the key as ``Authorization: Bearer`` or, with the provider's
+        ``auth_header`` (spec 10 §1), in that header as is (``none``: no key)."""
         headers = {"content-type": "application/json"}
-        if api_key:
+        if not api_key:
+            return headers
+        header = auth.setting("auth_header") if auth is not None else None
+        if header is None or header.lower() == "authorization":
             headers["authorization"] = f"Bearer {api_key}"
+        elif header.lower() != "none":
+            headers[header.lower()] = api_key
         return headers
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
@@ -169,11 +208,17 @@ class OpenAIDialect:
         stream: bool,
         forward: tuple[tuple[str, str], ...],
         surface: str = "chat",
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """A chat request already is this dialect's: the same as ``build_request``;
         a legacy Completions one goes to ``/completions`` as sent (09 §6)."""
         call = self.build_request(
-            base_url=base_url, api_key=api_key, model=model, body=body, stream=stream
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            body=body,
+            stream=stream,
+            auth=auth,
         )
         if surface != "completions":
             return call
@@ -185,11 +230,17 @@ class OpenAIDialect:
         )
 
     def embeddings_request(
-        self, *, base_url: str, api_key: str | None, model: str, body: JSON
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         return UpstreamCall(
             url=endpoint_url(base_url, "/embeddings"),
-            headers=self.headers(api_key),
+            headers=self.headers(api_key, auth),
             body={**body, "model": model},
             operation="embeddings",
         )
@@ -202,6 +253,7 @@ class OpenAIDialect:
         model: str,
         body: JSON,
         forward: tuple[tuple[str, str], ...],
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         raise NotImplementedError("an OpenAI-compatible API counts no tokens")
 
@@ -209,9 +261,9 @@ class OpenAIDialect:
         return parse_embeddings_reply(payload)
 
     def list_models_request(
-        self, *, base_url: str, api_key: str | None
+        self, *, base_url: str, api_key: str | None, auth: Auth | None = None
     ) -> UpstreamCall:
-        headers = self.headers(api_key)
+        headers = self.headers(api_key, auth)
         headers.pop("content-type", None)
         return UpstreamCall(
             url=endpoint_url(base_url, "/models"),
@@ -227,7 +279,15 @@ class OpenAIDialect:
     def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:
         return OpenAIStreamTranslator()
 
-    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+    def stream_decoder(self) -> EventDecoder:
+        return sse_decoder()
+
+    def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:
+        return None
+
+    def parse_error(
+        self, payload: Any, text: str, headers: Mapping[str, str] | None = None
+    ) -> UpstreamError:
         return error_from_payload(payload, text)
 
 

@@ -24,6 +24,7 @@ responses`` (spec 10 §1, §5), e.g. a Responses-only model.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.dialects.base import (
@@ -39,6 +40,7 @@ from gateway.dialects.openai import OpenAIDialect, error_from_payload
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
+from gateway.kernel.types import Auth
 
 #: chat fields copied under the same name
 _SAME = (
@@ -529,10 +531,11 @@ class OpenAIResponsesDialect(OpenAIDialect):
         model: str,
         body: JSON,
         stream: bool,
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         return UpstreamCall(
             url=endpoint_url(base_url, "/responses"),
-            headers=self.headers(api_key),
+            headers=self.headers(api_key, auth),
             body=responses_body(body, model=model, stream=stream),
         )
 
@@ -549,6 +552,7 @@ class OpenAIResponsesDialect(OpenAIDialect):
         stream: bool,
         forward: tuple[tuple[str, str], ...],
         surface: str = "responses",
+        auth: Auth | None = None,
     ) -> UpstreamCall:
         """A Responses request as the client sent it (the conversation of a
         ``previous_response_id`` already rebuilt into ``input``): only ``model``
@@ -560,7 +564,7 @@ class OpenAIResponsesDialect(OpenAIDialect):
             upstream.pop("stream", None)
         return UpstreamCall(
             url=endpoint_url(base_url, "/responses"),
-            headers=self.headers(api_key),
+            headers=self.headers(api_key, auth),
             body=upstream,
             passthrough=True,
         )
@@ -568,7 +572,9 @@ class OpenAIResponsesDialect(OpenAIDialect):
     def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:
         return ResponsesStreamTranslator(created=created, raw=raw)
 
-    def parse_error(self, payload: Any, text: str) -> UpstreamError:
+    def parse_error(
+        self, payload: Any, text: str, headers: Mapping[str, str] | None = None
+    ) -> UpstreamError:
         return error_from_payload(payload, text)
 
 

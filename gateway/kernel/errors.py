@@ -169,6 +169,12 @@ def classify_stream_error(error: UpstreamError) -> Classification:
     return Classification(FailureReason.SERVER_ERROR, FailureDetail.BAD_RESPONSE)
 
 
+def credential_refused() -> Classification:
+    """No usable credential could be obtained: the token endpoint refused it (spec 10
+    §3), a failure of the connection's credential like a 401."""
+    return _AUTH_FAILED
+
+
 def bad_response() -> Classification:
     """A 200 that is not a usable completion."""
     return Classification(FailureReason.SERVER_ERROR, FailureDetail.BAD_RESPONSE)

@@ -62,10 +62,39 @@ class ModelInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Auth:
+    """A connection's credential beyond a plain ``api_key`` (spec 10 §3), as the
+    snapshot resolved it (``env:`` references read, secrets decrypted).
+
+    ``secrets``: the kind's secret fields (``aws_access_key_id``,
+    ``aws_secret_access_key``, ``aws_session_token``, ``service_account_json``,
+    ``tenant_id``, ``client_id``, ``client_secret``); ``settings``: its plain fields,
+    the connection's over the provider's (``region``, ``project``,
+    ``use_default_credentials``, ``resource``, ``api_version``, ``auth_header``).
+    ``token``: a bearer token minted for this attempt (Vertex, Entra), filled by the
+    upstream layer, never by the snapshot.  Never in a ``repr``.
+    """
+
+    kind: str
+    secrets: Mapping[str, str] = field(default_factory=lambda: _EMPTY, repr=False)
+    settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    token: str | None = field(default=None, repr=False)
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        value = self.settings.get(name)
+        return default if value in (None, "") else value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionInfo:
     provider: str
     name: str
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    #: the kind's credential beyond ``api_key`` (None: the key is all there is)
+    auth: Auth | None = None
+    #: this connection's endpoint when it differs from its provider's (a region or
+    #: project of its own: Vertex, Bedrock; spec 10 §1)
+    base_url: str | None = None
     tier: str = "standard"
     default_model: str | None = None
     priority: int = 0

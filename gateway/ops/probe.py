@@ -31,6 +31,7 @@ from gateway.config.snapshot import probe_info
 from gateway.dialects import dialect_for
 from gateway.kernel.types import ConnectionInfo, ProviderInfo
 from gateway.pipeline import upstream
+from providers import credential_sources
 from providers.catalog import load_index
 from providers.http import mock_client, new_upstream_client
 from providers.models import Connection, Provider
@@ -63,8 +64,20 @@ class Probe:
 
 async def _list_models(provider: ProviderInfo, connection: ConnectionInfo) -> Probe:
     dialect = dialect_for(provider.kind, provider.wire)
+    started = time.perf_counter()
+    try:
+        auth = connection.auth
+        if credential_sources.needs_minting(auth):
+            auth = await credential_sources.ready(auth, provider.outbound)
+    except credential_sources.CredentialUnavailable as exc:
+        return _failed(
+            upstream.credential_failure(upstream.AttemptResult(started=started), exc),
+            started,
+        )
     call = dialect.list_models_request(
-        base_url=provider.base_url, api_key=connection.api_key
+        base_url=connection.base_url or provider.base_url,
+        api_key=connection.api_key,
+        auth=auth,
     )
     fresh = new_upstream_client()  # its own pool: a probe runs on its own loop
     client: Any = (
@@ -72,29 +85,32 @@ async def _list_models(provider: ProviderInfo, connection: ConnectionInfo) -> Pr
         if dialect.in_process
         else fresh.for_provider(provider.outbound)
     )
-    started = time.perf_counter()
     try:
         result = await upstream.call_json(
             client, dialect, call, timeout_s=PROBE_TIMEOUT_S, created=int(time.time())
         )
     finally:
         await fresh.aclose()
+    if result.failure is not None or result.completion is None:
+        return _failed(result, started)
     latency = round((time.perf_counter() - started) * 1000)
-    failure = result.failure
-    if failure is not None or result.completion is None:
-        error = result.error
-        return Probe(
-            ok=False,
-            http_status=result.http_status,
-            latency_ms=latency,
-            reason=failure.reason.value if failure is not None else "server_error",
-            detail=failure.detail.value
-            if failure is not None and failure.detail is not None
-            else None,
-            message=error.message[:300] if error is not None else None,
-        )
     models = tuple(result.completion.get("models") or ())
     return Probe(True, result.http_status, latency, models=models)
+
+
+def _failed(result: upstream.AttemptResult, started: float) -> Probe:
+    failure = result.failure
+    error = result.error
+    return Probe(
+        ok=False,
+        http_status=result.http_status,
+        latency_ms=round((time.perf_counter() - started) * 1000),
+        reason=failure.reason.value if failure is not None else "server_error",
+        detail=failure.detail.value
+        if failure is not None and failure.detail is not None
+        else None,
+        message=error.message[:300] if error is not None else None,
+    )
 
 
 def test_connection(provider: ProviderInfo, connection: ConnectionInfo) -> Probe:

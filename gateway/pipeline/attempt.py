@@ -37,6 +37,7 @@ from gateway.kernel.failover import Item
 from gateway.kernel.types import Target
 from gateway.pipeline import upstream
 from gateway.pipeline.health import attempt_abandoned, conn_key, record_health
+from providers.credential_sources import CredentialUnavailable
 from providers.health import Skip, board
 from telemetry.sanitize import sanitize
 
@@ -148,22 +149,30 @@ async def attempt(  # noqa: PLR0913
     # the request's own body, unchanged, may go by passthrough (spec 09 §2.5)
     original = run.request.passthrough() if body is run.request.body else None
     try:
-        call = upstream.build_call(
-            target,
-            body,
-            stream=stream,
-            original=original,
-            operation=run.request.operation,
-        )
-        outcome = await upstream.dispatch(
-            target,
-            call,
-            stream=stream,
-            options=options,
-            idle_timeout_ms=run.ctx.table.settings.stream_idle_timeout_ms,
-            created=int(started_wall),
-            result=progress,
-        )
+        try:
+            auth = await upstream.ready_auth(target)
+        except CredentialUnavailable as exc:
+            outcome: upstream.AttemptResult | upstream.OpenStream = (
+                upstream.credential_failure(progress, exc)
+            )
+        else:
+            call = upstream.build_call(
+                target,
+                body,
+                stream=stream,
+                original=original,
+                operation=run.request.operation,
+                auth=auth,
+            )
+            outcome = await upstream.dispatch(
+                target,
+                call,
+                stream=stream,
+                options=options,
+                idle_timeout_ms=run.ctx.table.settings.stream_idle_timeout_ms,
+                created=int(started_wall),
+                result=progress,
+            )
     except asyncio.CancelledError:
         _cancelled(run, target, index, via, started_wall, progress, cancel(), report)
         if probe:  # the probe stays pending; nothing is in flight any more

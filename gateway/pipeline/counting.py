@@ -21,6 +21,7 @@ from gateway.kernel.types import RoutingTable, Target
 from gateway.pipeline import upstream
 from gateway.pipeline.health import conn_key
 from gateway.pipeline.record import RunRecord
+from providers.credential_sources import CredentialUnavailable
 from providers.health import board
 from providers.http import client_for
 
@@ -75,21 +76,29 @@ async def count_upstream(
         if not _usable(target, time.time()):
             continue
         dialect = dialect_of(target)
-        call = dialect.count_tokens_request(
-            base_url=target.provider.base_url,
-            api_key=target.connection.api_key,
-            model=target.model.model_id,
-            body=_without_output_fields(original.body),
-            forward=original.forward,
-        )
         started_wall = time.time()
-        result = await upstream.call_json(
-            client_for(target.provider.kind, target.provider.outbound),
-            dialect,
-            call,
-            timeout_s=timeout_s,
-            created=int(started_wall),
-        )
+        try:
+            auth = await upstream.ready_auth(target)
+        except CredentialUnavailable as exc:
+            result = upstream.credential_failure(
+                upstream.AttemptResult(started=time.perf_counter()), exc
+            )
+        else:
+            call = dialect.count_tokens_request(
+                base_url=target.connection.base_url or target.provider.base_url,
+                api_key=target.connection.api_key,
+                model=target.model.model_id,
+                body=_without_output_fields(original.body),
+                forward=original.forward,
+                auth=auth,
+            )
+            result = await upstream.call_json(
+                client_for(target.provider.kind, target.provider.outbound),
+                dialect,
+                call,
+                timeout_s=timeout_s,
+                created=int(started_wall),
+            )
         result.passthrough = True
         rec.upstream_wait_s += result.latency_s
         failure = result.failure

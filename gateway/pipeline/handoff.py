@@ -23,7 +23,7 @@ from gateway.kernel.composite import answer_text
 from gateway.kernel.types import RoutingTable, Target
 from gateway.pipeline import upstream as proxy
 from gateway.pipeline.health import attempt_abandoned, conn_key
-from gateway.pipeline.upstream import build_call, dispatch
+from gateway.pipeline.upstream import build_call, dispatch, ready_auth
 from gateway.planning.combo import SESSION_STATE_TTL_SECONDS, connection_quota
 from gateway.planning.plan import RelayPlan
 from providers.health import board
@@ -75,7 +75,7 @@ async def _handoff(
         try:
             outcome = await dispatch(
                 target,
-                build_call(target, body, stream=False),
+                build_call(target, body, stream=False, auth=await ready_auth(target)),
                 stream=False,
                 options=Options(
                     timeout_ms=table.settings.attempt_timeout_ms,

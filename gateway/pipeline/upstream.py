@@ -43,12 +43,14 @@ from gateway.kernel.errors import (
     classify_status,
     classify_stream_error,
     classify_transport,
+    credential_refused,
     empty_stream,
 )
 from gateway.kernel.exchange import Original
-from gateway.kernel.sse import DONE, SSEDecoder
-from gateway.kernel.types import Target
+from gateway.kernel.sse import DONE
+from gateway.kernel.types import Auth, Target
 from gateway.pipeline.health import attempt_started
+from providers import credential_sources
 from providers.http import client_for
 from providers.outbound import HTTPClient
 from providers.upstream_client import (
@@ -151,13 +153,29 @@ def _transport_failure(exc: BaseException) -> TransportFailure:
     return TransportFailure.RESET
 
 
-def _error_of(dialect: Dialect, body: bytes) -> UpstreamError:
+def signed_headers(call: UpstreamCall, content: bytes) -> dict[str, str]:
+    """The call's headers, plus its signature over ``content`` (the exact bytes
+    sent) where the dialect signs (SigV4, spec 10 §1)."""
+    sign = call.sign
+    if sign is None:
+        return call.headers
+    added = sign(
+        method=call.method,
+        url=call.url,
+        headers=call.headers,
+        body=content,
+        now=time.time(),
+    )
+    return {**call.headers, **added}
+
+
+def _error_of(dialect: Dialect, body: bytes, headers: Any = None) -> UpstreamError:
     text = body[:_MAX_ERROR_BODY].decode("utf-8", errors="replace")
     try:
         payload = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
         payload = None
-    return dialect.parse_error(payload, text)
+    return dialect.parse_error(payload, text, headers)
 
 
 def _fail_status(
@@ -169,7 +187,7 @@ def _fail_status(
 ) -> AttemptResult:
     result.http_status = status
     result.ratelimit = _ratelimit(dialect, headers)
-    result.error = _error_of(dialect, body)
+    result.error = _error_of(dialect, body, headers)
     result.failure = classify_status(status, result.error)
     retry_ms = headers.get("retry-after-ms")
     try:
@@ -195,10 +213,11 @@ async def call_json(
     if result is None:
         result = AttemptResult(started=time.perf_counter())
     content = orjson.dumps(call.body) if call.method == "POST" else b""
+    headers = signed_headers(call, content)
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream(
-                call.method, call.url, content=content, headers=call.headers
+                call.method, call.url, content=content, headers=headers
             ) as response:
                 result.ttfb_s = time.perf_counter() - result.started
                 result.http_status = response.status_code  # also if the body stalls
@@ -293,7 +312,7 @@ async def _batches(
     that completed any event, so what arrived together is relayed in one write."""
     content = orjson.dumps(call.body)
     async with client.stream(
-        "POST", call.url, content=content, headers=call.headers
+        "POST", call.url, content=content, headers=signed_headers(call, content)
     ) as response:
         result.ttfb_s = time.perf_counter() - result.started
         result.http_status = response.status_code
@@ -301,7 +320,7 @@ async def _batches(
         if not _is_success(response.status_code):
             body = await response.aread()
             raise UpstreamStatusError(response.status_code, body, response.headers)
-        decoder = SSEDecoder()
+        decoder = dialect.stream_decoder()
         translator = dialect.stream_translator(created=created, raw=call.passthrough)
         result.partial_usage = translator.partial_usage
         ending = _Ending()
@@ -491,36 +510,69 @@ def build_call(
     stream: bool,
     original: Original | None = None,
     operation: str = "chat",
+    auth: Auth | None = None,
 ) -> UpstreamCall:
     """The request for ``target`` in its dialect.  ``original``: the client's own
     body and wire; a target whose dialect speaks that wire gets it by passthrough
     (spec 09 §2.5), any other the canonical ``body``.  ``operation``: ``chat`` or
-    ``embeddings`` (09 §5)."""
+    ``embeddings`` (09 §5).  ``auth``: the connection's credential as ``ready_auth``
+    returned it (None: the connection's as stored)."""
     dialect = dialect_of(target)
+    connection = target.connection
+    if auth is None:
+        auth = connection.auth
+    base_url = connection.base_url or target.provider.base_url
     if operation == "embeddings":
         return dialect.embeddings_request(
-            base_url=target.provider.base_url,
-            api_key=target.connection.api_key,
+            base_url=base_url,
+            api_key=connection.api_key,
             model=target.model.model_id,
             body=body,
+            auth=auth,
         )
     if original is not None and original.surface in dialect.surfaces:
         return dialect.passthrough_request(
-            base_url=target.provider.base_url,
-            api_key=target.connection.api_key,
+            base_url=base_url,
+            api_key=connection.api_key,
             model=target.model.model_id,
             body=original.body,
             stream=stream,
             forward=original.forward,
             surface=original.surface,
+            auth=auth,
         )
     return dialect.build_request(
-        base_url=target.provider.base_url,
-        api_key=target.connection.api_key,
+        base_url=base_url,
+        api_key=connection.api_key,
         model=target.model.model_id,
         body=body,
         stream=stream,
+        auth=auth,
     )
+
+
+async def ready_auth(target: Target) -> Auth | None:
+    """The connection's credential ready for a request: a token minted (or taken
+    from the cache) where its kind needs one (spec 10 §1).  Raises
+    ``CredentialUnavailable``; ``credential_failure`` turns that into the attempt's
+    result."""
+    auth = target.connection.auth
+    if not credential_sources.needs_minting(auth):
+        return auth
+    return await credential_sources.ready(auth, target.provider.outbound)
+
+
+def credential_failure(
+    result: AttemptResult, exc: credential_sources.CredentialUnavailable
+) -> AttemptResult:
+    """An attempt that never reached the upstream: no credential could be had."""
+    if exc.reason == "auth":
+        result.failure = credential_refused()
+    else:
+        result.failure = classify_transport(TransportFailure.CONNECT)
+    result.error = UpstreamError(message=str(exc))
+    result.latency_s = time.perf_counter() - result.started
+    return result
 
 
 async def dispatch(

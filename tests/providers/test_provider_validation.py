@@ -175,6 +175,8 @@ def test_a_valid_provider_is_normalised(check_provider: Callable[..., Any]) -> N
             "priority": 0,
             "max_concurrency": 0,
             "api_key": "env:PA_KEY",
+            "secrets": {},
+            "credential_settings": {},
             "quota": None,
         }
     ]
