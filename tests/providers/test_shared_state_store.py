@@ -155,14 +155,19 @@ def test_keys_lists_live_keys_under_a_literal_prefix(store):
     assert sorted(s.keys(p)) == [f"{p}a*b:1", f"{p}a*b:2", f"{p}axb:3"]
 
 
+#: short enough to wait for, long enough that a loaded machine reads the values
+#: before they expire (0.15 s was not, on a CI runner shared with other jobs)
+SHORT_TTL = 1.0
+
+
 def test_values_expire_after_their_ttl(store):
     s, p = store
-    s.set(f"{p}short", "x", 0.15)
+    s.set(f"{p}short", "x", SHORT_TTL)
     s.set(f"{p}long", "y", 60)
-    assert s.incr(f"{p}n", 1, 0.15) == 1
-    s.update(f"{p}u", lambda old: "z", 0.15)
+    assert s.incr(f"{p}n", 1, SHORT_TTL) == 1
+    s.update(f"{p}u", lambda old: "z", SHORT_TTL)
     assert s.get_many([f"{p}short", f"{p}n", f"{p}u"]) == ["x", 1, "z"]
-    time.sleep(0.3)
+    time.sleep(SHORT_TTL + 0.2)
     assert s.get_many([f"{p}short", f"{p}n", f"{p}u", f"{p}long"]) == [
         None,
         None,
@@ -174,13 +179,13 @@ def test_values_expire_after_their_ttl(store):
 
 def test_every_write_sets_the_ttl_again(store):
     s, p = store
-    s.set(f"{p}a", 1, 0.15)
+    s.set(f"{p}a", 1, SHORT_TTL)
     s.set(f"{p}a", 1, None)  # no TTL any more
     s.set(f"{p}b", 1, 60)
-    s.update(f"{p}b", lambda old: old, 0.15)  # the same value, a new TTL
-    s.set(f"{p}c", 1, 0.15)
+    s.update(f"{p}b", lambda old: old, SHORT_TTL)  # the same value, a new TTL
+    s.set(f"{p}c", 1, SHORT_TTL)
     s.update(f"{p}c", lambda old: old, None)  # the same value, no TTL any more
-    time.sleep(0.3)
+    time.sleep(SHORT_TTL + 0.2)
     assert s.get_many([f"{p}a", f"{p}b", f"{p}c"]) == [1, None, 1]
 
 
