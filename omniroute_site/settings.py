@@ -381,6 +381,19 @@ OMNIROUTE_ARENA_MIN_MODELS = env_int("OMNIROUTE_ARENA_MIN_MODELS", 20, minimum=0
 # Configured provider slug -> models.dev provider id, for the catalog match (§3.2).
 OMNIROUTE_CATALOG_PROVIDER_MAP = env_json_object("OMNIROUTE_CATALOG_PROVIDER_MAP")
 
+# Who runs that schedule (issue #15): ``in-process`` starts a scheduling thread in
+# each gateway process (one of them leads, providers.scheduler), ``off`` leaves it to
+# Celery beat or ``manage.py run_jobs``.  The embedded default runs it in-process.
+OMNIROUTE_SCHEDULER = (
+    (env_str("OMNIROUTE_SCHEDULER", "off" if IS_PRODUCTION else "in-process") or "")
+    .strip()
+    .lower()
+)
+if OMNIROUTE_SCHEDULER not in {"in-process", "off"}:
+    raise ImproperlyConfigured(
+        f"OMNIROUTE_SCHEDULER: expected in-process or off, got {OMNIROUTE_SCHEDULER!r}"
+    )
+
 # The schedule, as data (spec 06 §3.1): job -> Celery task, crontab "m h dom mon dow"
 # or seconds, and the interval after which a queued run expires (a backlog after
 # downtime is dropped, not replayed).  ``manage.py run_jobs`` reads the same table.

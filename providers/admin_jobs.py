@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 
-from providers import services
+from providers import scheduler, services
 from providers.job_runner import job_statuses
 from providers.jobs import TriggeredBy, load_jobs, start_job
 from providers.models import CatalogModel, JobRun
@@ -123,6 +123,8 @@ class JobRunAdmin(admin.ModelAdmin):
             "title": "Jobs",
             "rows": rows,
             "can_run": can_run,
+            "scheduler": scheduler.status(),
+            "any_running": any(row["outcome"] == "running" for row in rows),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/providers/jobs.html", context)
