@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_prometheus",
     "django_celery_beat",
     "providers",
@@ -313,7 +314,13 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "combos.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "OmniRoute control plane", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OmniRoute control plane",
+    "VERSION": "0.1.0",
+    # the API docs page serves Swagger UI from this install, not from a CDN
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
 
 LOGGING = {
     "version": 1,
