@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 
+from combos import admin_config
 from gateway.ops import admin_probe, auto_views, probe, responses_views, views
 from gateway.ops.admin_smart import smart_route_view
 from gateway.ops.admin_views import explain_route_view
@@ -17,6 +18,7 @@ class _AutoCombosSlash(auto_views.AutoCombosView):
 
 
 urlpatterns = [
+    *admin_config.urls(),  # issue #15: config as code in the admin
     path(
         "admin/explain-route/",
         admin.site.admin_view(explain_route_view),
