@@ -16,6 +16,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from unfold.admin import ModelAdmin, TabularInline
 
 from combos import services
 from combos.admin_forms import (
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 
-class ConfigAdmin(admin.ModelAdmin):
+class ConfigAdmin(ModelAdmin):
     """Saves through a service instead of ``obj.save()``."""
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
@@ -238,7 +239,7 @@ class ApiKeyForm(forms.ModelForm):
         return cleaned
 
 
-class OverrideInline(admin.TabularInline):
+class OverrideInline(TabularInline):
     """A key's candidate overrides, read-only, each linked to its editor.
 
     Editing happens on the override's own page: its checkbox list needs the room,
@@ -416,7 +417,7 @@ class GatewaySettingsAdmin(ConfigAdmin):
 
 
 @admin.register(AdminToken)
-class AdminTokenAdmin(admin.ModelAdmin):
+class AdminTokenAdmin(ModelAdmin):
     list_display = ("prefix", "name", "user", "created_at", "last_used_at")
     search_fields = ("name", "prefix", "user__username")
     fields = ("user", "name")

@@ -78,6 +78,11 @@ if env_bool("OMNIROUTE_BEHIND_TLS_PROXY", False):
 
 INSTALLED_APPS = [
     "daphne",
+    # the admin theme (issue #15): before django.contrib.admin, whose templates it
+    # overrides; see omniroute_site/admin_theme.py for the navigation
+    "unfold",
+    "unfold.contrib.filters",
+    "unfold.contrib.forms",
     "django.contrib.admin",
     "django.contrib.auth",
     "axes",
@@ -321,6 +326,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
+
+# The admin console's theme (django-unfold) and navigation (issue #15).
+
+# The admin console's theme (django-unfold) and navigation (issue #15).
+from omniroute_site import admin_theme  # noqa: E402
+
+UNFOLD = admin_theme.UNFOLD
 
 LOGGING = {
     "version": 1,

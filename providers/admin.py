@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
+from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.dialects import REGISTRY
 from providers import (
@@ -284,7 +285,7 @@ class ProviderModelForm(forms.ModelForm):
         return data
 
 
-class ConnectionInline(admin.TabularInline):
+class ConnectionInline(TabularInline):
     model = Connection
     form = ConnectionForm
     extra = 0
@@ -316,7 +317,7 @@ class ConnectionInline(admin.TabularInline):
         return "; ".join(parts)
 
 
-class ProviderModelInline(admin.TabularInline):
+class ProviderModelInline(TabularInline):
     model = ProviderModel
     form = ProviderModelForm
     extra = 0
@@ -374,7 +375,7 @@ class ProviderForm(forms.ModelForm):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(ModelAdmin):
     form = ProviderForm
     list_display = ("slug", "kind", "base_url", "connection_count", "model_count")
     list_filter = ("kind",)
@@ -422,7 +423,7 @@ class ProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(Connection)
-class ConnectionAdmin(admin.ModelAdmin):
+class ConnectionAdmin(ModelAdmin):
     form = ConnectionForm
     list_display = (
         "__str__",
@@ -556,7 +557,7 @@ class ConnectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProviderModel)
-class ProviderModelAdmin(admin.ModelAdmin):
+class ProviderModelAdmin(ModelAdmin):
     form = ProviderModelForm
     list_display = (
         "__str__",

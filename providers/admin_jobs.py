@@ -19,6 +19,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
+from unfold.admin import ModelAdmin
 
 from providers import scheduler, services
 from providers.job_runner import job_statuses
@@ -38,7 +39,7 @@ def _counts_text(counts: Any) -> str:
 
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
+class JobRunAdmin(ModelAdmin):
     list_display = (
         "job",
         "started_at",
@@ -131,7 +132,7 @@ class JobRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(CatalogModel)
-class CatalogModelAdmin(admin.ModelAdmin):
+class CatalogModelAdmin(ModelAdmin):
     """models.dev rows: read-only; staff may delete (the sync never does)."""
 
     list_display = (
