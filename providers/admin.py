@@ -24,6 +24,7 @@ from providers.validation import (
     CAPABILITIES,
     CREDENTIAL_SECRETS,
     CREDENTIAL_SETTINGS,
+    DEPLOYMENT_KINDS,
     Checker,
     validate_connection,
     validate_model,
@@ -250,6 +251,7 @@ class ProviderModelForm(forms.ModelForm):
             "capabilities",
             "tier",
             "wire",
+            "deployment",
         )
 
     def clean_capabilities(self) -> list[str] | None:
@@ -277,9 +279,15 @@ class ProviderModelForm(forms.ModelForm):
                 **payload,
                 **({"tier": data["tier"]} if data.get("tier") else {}),
                 **({"wire": data["wire"]} if data.get("wire") else {}),
+                **(
+                    {"deployment": data["deployment"]} if data.get("deployment") else {}
+                ),
             },
             check,
         )
+        kind = self.instance.provider.kind if self.instance.provider_id else None
+        if data.get("deployment") and kind and kind not in DEPLOYMENT_KINDS:
+            check.error("deployment", f"not a setting of kind '{kind}'")
         _apply_problems(self, check, {"id": "model_id"})
         return data
 
@@ -329,6 +337,7 @@ class ProviderModelInline(admin.TabularInline):
         "max_output_tokens",
         "tier",
         "wire",
+        "deployment",
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.dialects import REGISTRY, WIRES, wires_of
+from gateway.dialects.azure import DEPLOYMENT
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import compile_glob
@@ -397,8 +398,11 @@ MODEL_KEYS = frozenset(
         "capabilities",
         "tier",
         "wire",
+        "deployment",
     }
 )
+#: the kinds whose models may name a ``deployment`` (spec 10 §1)
+DEPLOYMENT_KINDS = frozenset({"azure"})
 SECRET_MASK = "***"
 
 
@@ -465,6 +469,14 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
             check.error(
                 f"models[{index}].wire",
                 f"must be one of: {', '.join(wires)} (kind '{kind}')",
+            )
+        if (
+            model.get("deployment")
+            and kind is not None
+            and kind not in DEPLOYMENT_KINDS
+        ):
+            check.error(
+                f"models[{index}].deployment", f"not a setting of kind '{kind}'"
             )
     return out
 
@@ -715,4 +727,5 @@ def validate_model(data: dict[str, Any], check: Checker) -> dict[str, Any]:
         or ""
     )
     out["wire"] = check.choice(data, "wire", ALL_WIRES, default="") or ""
+    out["deployment"] = check.string(data, "deployment", pattern=DEPLOYMENT) or ""
     return out

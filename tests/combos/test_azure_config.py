@@ -1,0 +1,179 @@
+"""``kind: azure`` in the configuration (spec 10 §2, §3, §5): the preset, resource,
+api_version, a model's deployment, key or Entra credentials (encrypted, ``env:``
+references), validation naming the field, export and the routing table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from combos.config_export import export_yaml
+from gateway.config.snapshot import build_table
+from providers.models import Connection, Provider, ProviderModel
+
+pytestmark = pytest.mark.django_db
+
+ENTRA_SECRET = "entra-client-secret-value-123"
+
+
+def azure(**over: Any) -> dict[str, Any]:
+    provider: dict[str, Any] = {
+        "slug": "az",
+        "preset": "azure",
+        "resource": "contoso",
+        "api_version": "2024-10-21",
+        "connections": [
+            {"name": "key", "api_key": "az-key-literal-4321"},
+            {
+                "name": "entra",
+                "tenant_id": "contoso.onmicrosoft.com",
+                "client_id": "env:AZ_CLIENT_ID",
+                "client_secret": ENTRA_SECRET,
+                "resource": "contoso-west",
+            },
+        ],
+        "models": [
+            {"id": "gpt-4o", "deployment": "prod-4o"},
+            {"id": "text-embedding-3-small"},
+        ],
+    }
+    provider.update(over)
+    return {"providers": [provider]}
+
+
+def test_an_azure_provider_is_stored_with_its_settings_deployments_and_secrets(
+    import_problems: Callable[..., list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert import_problems(azure()) == []
+
+    provider = Provider.objects.get(slug="az")
+    assert (provider.kind, provider.base_url, provider.preset) == ("azure", "", "azure")
+    assert provider.settings == {
+        "models_dev_id": "azure",
+        "resource": "contoso",
+        "api_version": "2024-10-21",
+    }
+    assert ProviderModel.objects.get(model_id="gpt-4o").deployment == "prod-4o"
+    entra = Connection.objects.get(name="entra")
+    assert ENTRA_SECRET not in entra.secrets_encrypted
+    assert entra.secret_refs == {"client_id": "env:AZ_CLIENT_ID"}
+    assert entra.settings == {"resource": "contoso-west"}
+
+    monkeypatch.setenv("AZ_CLIENT_ID", "app-id")
+    table = build_table()
+    info = table.providers["az"]
+    assert info.models["gpt-4o"].upstream_id == "prod-4o"
+    assert info.models["text-embedding-3-small"].upstream_id == "text-embedding-3-small"
+    by_name = {c.name: c for c in info.connections}
+    assert by_name["key"].base_url == "https://contoso.openai.azure.com"
+    assert by_name["entra"].base_url == "https://contoso-west.openai.azure.com"
+    auth = by_name["entra"].auth
+    assert auth is not None
+    assert dict(auth.secrets) == {
+        "tenant_id": "contoso.onmicrosoft.com",
+        "client_id": "app-id",
+        "client_secret": ENTRA_SECRET,
+    }
+    assert auth.settings["api_version"] == "2024-10-21"
+    assert auth.settings["resource"] == "contoso-west"
+
+
+def test_the_export_masks_the_secrets_and_imports_back_unchanged(
+    import_problems: Callable[..., list[str]],
+) -> None:
+    assert import_problems(azure()) == []
+    text = export_yaml()
+    assert ENTRA_SECRET not in text
+    assert "az-key-literal-4321" not in text
+    exported = yaml.safe_load(text)["providers"][0]
+    assert exported["resource"] == "contoso"
+    assert exported["models"][0]["deployment"] == "prod-4o"
+    entra = next(c for c in exported["connections"] if c["name"] == "entra")
+    assert entra["client_secret"] == "***"
+    assert entra["client_id"] == "env:AZ_CLIENT_ID"
+
+    assert import_problems(text) == []
+    connection = Connection.objects.get(name="entra")
+    assert connection.stored_secrets()["client_secret"] == ENTRA_SECRET
+
+
+@pytest.mark.parametrize(
+    ("over", "problem"),
+    [
+        (
+            {"resource": None},
+            "providers[0].connections[0].resource: is required for kind 'azure'"
+            " (on the provider or here)",
+        ),
+        (
+            {"api_version": "2024-1-1"},
+            "providers[0].api_version: must look like 2024-10-21 or 2025-04-01-preview",
+        ),
+        (
+            {"resource": "contoso.openai.azure.com"},
+            "providers[0].resource: must be the resource name",
+        ),
+        (
+            {"models": [{"id": "m", "deployment": "has space"}]},
+            "providers[0].models[0].deployment: 'has space' does not match",
+        ),
+        (
+            {
+                "connections": [
+                    {"name": "e", "tenant_id": "t", "client_id": "c"},
+                ]
+            },
+            "providers[0].connections[0].client_secret: is required with tenant_id"
+            " and client_id (Entra credential)",
+        ),
+        (
+            {
+                "connections": [
+                    {
+                        "name": "e",
+                        "api_key": "k",
+                        "tenant_id": "t",
+                        "client_id": "c",
+                        "client_secret": "s",
+                    },
+                ]
+            },
+            "providers[0].connections[0].api_key: give api_key or an Entra credential",
+        ),
+        (
+            {"authority_host": "login.example"},
+            "providers[0].authority_host: must be an http or https URL",
+        ),
+    ],
+)
+def test_an_unusable_azure_setting_is_refused_naming_the_field(
+    import_problems: Callable[..., list[str]], over: dict[str, Any], problem: str
+) -> None:
+    problems = import_problems(azure(**over))
+    assert any(p.startswith(problem) for p in problems), problems
+    assert not Provider.objects.exists()
+
+
+def test_a_deployment_on_another_kind_and_azure_fields_elsewhere_are_refused(
+    import_problems: Callable[..., list[str]],
+) -> None:
+    data = {
+        "providers": [
+            {
+                "slug": "oa",
+                "kind": "openai",
+                "base_url": "http://127.0.0.1:9/v1",
+                "api_version": "2024-10-21",
+                "connections": [{"name": "m", "api_key": "k", "tenant_id": "t"}],
+                "models": [{"id": "m1", "deployment": "d1"}],
+            }
+        ]
+    }
+    assert sorted(import_problems(data)) == [
+        "providers[0].api_version: not a setting of kind 'openai'",
+        "providers[0].connections[0].tenant_id: not a credential of kind 'openai'",
+        "providers[0].models[0].deployment: not a setting of kind 'openai'",
+    ]
