@@ -116,7 +116,7 @@ def _token(
         path=path, model=None, headers=headers, body=shown, is_stream=False
     )
     if form.get("grant_type") != "client_credentials" or form.get("scope") != SCOPE:
-        payload = {
+        payload: dict[str, Any] = {
             "error": "invalid_request",
             "error_description": "AADSTS900144: grant_type client_credentials and "
             "the Cognitive Services scope are required.",
