@@ -9,6 +9,7 @@ touches the database: referential checks read a ``ConfigIndex`` built by the cal
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -564,6 +565,13 @@ def _list_of(
     return result
 
 
+def _dated(value: Any) -> Any:
+    """A YAML date (an unquoted ``api_version: 2024-10-21``) as the text written."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return value
+
+
 def _scalar_setting(value: Any) -> bool:
     return isinstance(value, (str, bool, int, float)) and not (
         isinstance(value, str) and len(value) > MAX_SETTING_LEN
@@ -580,7 +588,7 @@ def _provider_credential_settings(
     its kind's, scalars, then the kind's own checks."""
     shape = REGISTRY[kind].credentials
     for name in sorted(PROVIDER_CREDENTIAL_SETTINGS & set(data)):
-        value = data[name]
+        value = _dated(data[name])
         if value is None:
             continue
         if name not in shape.provider_settings:
@@ -607,7 +615,7 @@ def _credential(
     secrets: dict[str, str] = {}
     settings: dict[str, Any] = {}
     for name in sorted((CREDENTIAL_SECRETS | CREDENTIAL_SETTINGS) & set(data)):
-        value = data[name]
+        value = _dated(data[name])
         if value is None:
             continue
         if shape is not None and name not in (*shape.secrets, *shape.settings):

@@ -177,3 +177,25 @@ def test_a_deployment_on_another_kind_and_azure_fields_elsewhere_are_refused(
         "providers[0].connections[0].tenant_id: not a credential of kind 'openai'",
         "providers[0].models[0].deployment: not a setting of kind 'openai'",
     ]
+
+
+def test_an_unquoted_api_version_is_read_as_the_text_written(
+    import_problems: Callable[..., list[str]],
+) -> None:
+    text = """
+providers:
+  - slug: az
+    kind: azure
+    resource: contoso
+    api_version: 2024-10-21
+    connections:
+      - name: main
+        api_key: k
+        api_version: 2025-04-01-preview
+"""
+    assert import_problems(text) == []
+    provider = Provider.objects.get(slug="az")
+    assert provider.settings["api_version"] == "2024-10-21"
+    assert Connection.objects.get(name="main").settings == {
+        "api_version": "2025-04-01-preview"
+    }
