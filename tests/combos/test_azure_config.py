@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+from django.test import Client
+from django.urls import reverse
 
 from combos.config_export import export_yaml
 from gateway.config.snapshot import build_table
@@ -199,3 +201,63 @@ providers:
     assert Connection.objects.get(name="main").settings == {
         "api_version": "2025-04-01-preview"
     }
+
+
+def _connection_form(provider: Provider, **fields: str) -> dict[str, str]:
+    return {
+        "provider": str(provider.pk),
+        "name": "key",
+        "api_key": "",
+        "tier": "standard",
+        "default_model": "",
+        "active": "on",
+        "priority": "0",
+        "max_concurrency": "0",
+        "quota_remaining_percent": "",
+        "quota_reset_interval_seconds": "",
+        **fields,
+    }
+
+
+def test_the_admin_edits_an_azure_connection_credential_write_only(
+    import_problems: Callable[..., list[str]], superuser_client: Client
+) -> None:
+    assert import_problems(azure()) == []
+    provider = Provider.objects.get(slug="az")
+    connection = Connection.objects.get(name="key")
+    url = reverse("admin:providers_connection_change", args=[connection.pk])
+
+    page = superuser_client.get(url).content.decode()
+    assert 'name="tenant_id"' in page
+    assert 'name="api_version"' in page
+    assert 'name="region"' not in page  # another kind's field is not offered
+
+    partial = superuser_client.post(
+        url, _connection_form(provider, tenant_id="t", client_id="c")
+    )
+    errors = partial.context["adminform"].form.errors
+    assert "client_secret" in str(errors)
+
+    saved = superuser_client.post(
+        url,
+        _connection_form(
+            provider,
+            clear_api_key="on",
+            tenant_id="contoso.onmicrosoft.com",
+            client_id="app-2",
+            client_secret="admin-entered-secret-99",
+            api_version="2025-04-01-preview",
+        ),
+    )
+    assert saved.status_code == 302
+    connection.refresh_from_db()
+    assert connection.api_key_encrypted == ""
+    assert connection.stored_secrets()["client_secret"] == "admin-entered-secret-99"
+    assert "admin-entered-secret-99" not in connection.secrets_encrypted
+    assert connection.settings == {"api_version": "2025-04-01-preview"}
+    assert "admin-entered-secret-99" not in superuser_client.get(url).content.decode()
+
+    models = superuser_client.get(
+        reverse("admin:providers_provider_change", args=[provider.pk])
+    ).content.decode()
+    assert 'value="prod-4o"' in models  # the model inline shows the deployment
