@@ -22,6 +22,9 @@ request goes and how it is authenticated; the translation is the ``openai`` kind
   token ``providers.entra`` mints before the request is built (``Auth.token``, sent
   as ``Authorization: Bearer``).  The token request itself is described here
   (``token_url``, ``token_form``), pure; the minter only sends it.
+* **Streams** are OpenAI's chunks; the chunk of no choices that opens an Azure
+  stream with the prompt's ``prompt_filter_results`` is dropped, so clients see
+  OpenAI's shape (replies keep the field: an extra key harms no client).
 * **Discovery** lists the resource's deployments
   (``GET {origin}/openai/deployments?api-version=2023-03-15-preview``, the
   data-plane listing); Test connection uses the same call.
@@ -46,9 +49,15 @@ from gateway.dialects.base import (
     JSON,
     CredentialProblem,
     CredentialShape,
+    StreamTranslator,
     UpstreamCall,
 )
-from gateway.dialects.openai import OpenAIDialect, error_from_payload, model_ids
+from gateway.dialects.openai import (
+    OpenAIDialect,
+    OpenAIStreamTranslator,
+    error_from_payload,
+    model_ids,
+)
 from gateway.dialects.openai_responses import OpenAIResponsesDialect
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.types import Auth
@@ -346,11 +355,31 @@ class _Azure:
         return parse_azure_error(payload, text)
 
 
+class AzureStreamTranslator(OpenAIStreamTranslator):
+    """OpenAI's chunks, less Azure's annotation-only chunk (no choices, no usage,
+    ``prompt_filter_results``) that opens its streams: clients get OpenAI's shape."""
+
+    __slots__ = ()
+
+    def translate(self, event: str | None, data: Any) -> list[JSON]:
+        if (
+            isinstance(data, dict)
+            and not data.get("choices")
+            and data.get("usage") is None
+            and "prompt_filter_results" in data
+        ):
+            return []
+        return super().translate(event, data)
+
+
 class AzureDialect(_Azure, OpenAIDialect):
     """``kind: azure``: Chat Completions, and embeddings."""
 
     label = "Azure OpenAI"
     surfaces = frozenset({"chat"})
+
+    def stream_translator(self, *, created: int, raw: bool = False) -> StreamTranslator:
+        return AzureStreamTranslator()
 
 
 class AzureResponsesDialect(_Azure, OpenAIResponsesDialect):

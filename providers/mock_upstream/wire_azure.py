@@ -7,7 +7,9 @@ behind Azure's credentials.
   ``…/embeddings`` (the deployment form: the deployment is in the path), and
   ``/openai/responses?api-version=…``.  Answers are the OpenAI wires' own, with the
   scripted behaviour of the deployment (every knob applies: a 429 with
-  ``retry-after``, a content-filter ``error_body``, tool calls, streams).
+  ``retry-after``, a content-filter ``error_body``, tool calls, streams); chat
+  answers carry Azure's ``prompt_filter_results`` (a stream opens with a chunk of
+  no choices holding them, as Azure's do).
 * ``GET /openai/deployments?api-version=…`` (and ``GET /openai/v1/models``): the
   deployments, for discovery.
 * ``POST /{tenant}/oauth2/v2.0/token``: a Microsoft Entra token endpoint (client
@@ -28,14 +30,14 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote
 
 import orjson
 
-from providers.mock_upstream.core import MockState
-from providers.mock_upstream.reply import Reply, _whole
+from providers.mock_upstream.core import MockBehaviour, MockState
+from providers.mock_upstream.reply import Reply, _Call, _Frames, _whole
 from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire
 
 PREFIX: Final = "/openai"
@@ -54,6 +56,55 @@ _V1_OPERATIONS = {
     "/openai/v1/embeddings": "/embeddings",
 }
 _STATUS_NAMES = {401: "401", 404: "DeploymentNotFound", 429: "429"}
+
+#: Azure's annotation of a prompt its content filter let through
+_PROMPT_FILTER = [
+    {
+        "prompt_index": 0,
+        "content_filter_results": {
+            name: {"filtered": False, "severity": "safe"}
+            for name in ("hate", "self_harm", "sexual", "violence")
+        },
+    }
+]
+
+
+class _AzureChatWire:
+    """Chat Completions as Azure sends them: the reply carries
+    ``prompt_filter_results``, and a stream opens with a chunk of no choices that
+    carries them (before the role chunk)."""
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return _OPENAI.error_body(status, message)
+
+    def message(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> dict[str, Any]:
+        return {
+            **_OPENAI.message(call, behaviour, tokens),
+            "prompt_filter_results": _PROMPT_FILTER,
+        }
+
+    def stream(
+        self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
+    ) -> _Frames:
+        frames = _OPENAI.stream(call, behaviour, tokens)
+        first = {
+            "id": "",
+            "object": "",
+            "created": 0,
+            "model": "",
+            "choices": [],
+            "prompt_filter_results": _PROMPT_FILTER,
+        }
+        head = b"data: " + orjson.dumps(first) + b"\n\n" + frames.head
+        return _Frames(head, frames.pieces, frames.tail)
+
+    def stream_error(self, error: Mapping[str, Any]) -> bytes:
+        return _OPENAI.stream_error(error)
+
+
+_AZURE_CHAT = _AzureChatWire()
 
 #: dispatch's ``_completion``: (state, wire, path, headers, body, model=...) -> Reply
 Completion = Callable[..., Reply]
@@ -168,6 +219,8 @@ def _deployments(state: MockState, path: str, headers: dict[str, str]) -> Reply:
 
 def _operation(route: str, query: str) -> tuple[_Wire, str | None] | None:
     """The wire of a completion path and the deployment its path names."""
+    if route == PREFIX + "/v1/chat/completions":
+        return _AZURE_CHAT, None
     if route in _V1_OPERATIONS:
         return _WIRES[_V1_OPERATIONS[route]], None
     if "api-version=" not in query:
@@ -177,9 +230,8 @@ def _operation(route: str, query: str) -> tuple[_Wire, str | None] | None:
     found = _DEPLOYMENT_PATH.fullmatch(route)
     if found is None:
         return None
-    wire = (
-        _OPENAI if found["operation"] == "chat/completions" else _WIRES["/embeddings"]
-    )
+    chat = found["operation"] == "chat/completions"
+    wire = _AZURE_CHAT if chat else _WIRES["/embeddings"]
     return wire, unquote(found["deployment"])
 
 

@@ -298,3 +298,20 @@ def test_a_target_sends_its_deployment_as_the_upstream_model():
         model=model,
     )
     assert isinstance(dialect_of(target), AzureResponsesDialect)
+
+
+def test_the_prompt_filter_chunk_opening_a_stream_is_dropped():
+    translator = AzureDialect().stream_translator(created=1)
+    annotation = {
+        "id": "",
+        "object": "",
+        "choices": [],
+        "prompt_filter_results": [{"prompt_index": 0}],
+    }
+    assert translator.translate(None, annotation) == []
+    chunk = {"object": "chat.completion.chunk", "choices": [{"delta": {}}]}
+    assert translator.translate(None, chunk) == [chunk]
+    usage = {"choices": [], "usage": {"prompt_tokens": 1}}
+    assert translator.translate(None, usage) == [usage]
+    assert translator.translate(None, "[DONE]") == []
+    assert translator.finished

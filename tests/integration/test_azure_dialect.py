@@ -420,3 +420,24 @@ def test_discovery_offers_the_deployments_not_configured(azure, upstream):
     assert "new-deployment" in ids
     assert "prod-4o" not in ids  # configured as gpt-4o's deployment
     assert API_KEY not in answer.text
+
+
+def test_azures_prompt_filter_chunk_is_not_relayed(azure, upstream):
+    response = httpx.post(
+        f"{azure.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": "az/gpt-4o",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+        },
+        timeout=30,
+    )
+    chunks = [
+        json.loads(line[len("data: ") :])
+        for line in response.text.splitlines()
+        if line.startswith("data: {")
+    ]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert "prompt_filter_results" not in response.text
+    assert upstream.requests()[-1]["outcome"] == "completed"
