@@ -4,6 +4,7 @@ references), validation naming the field, export and the routing table."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -261,3 +262,54 @@ def test_the_admin_edits_an_azure_connection_credential_write_only(
         reverse("admin:providers_provider_change", args=[provider.pk])
     ).content.decode()
     assert 'value="prod-4o"' in models  # the model inline shows the deployment
+
+
+def test_rest_creates_an_azure_provider_and_an_entra_connection_write_only(
+    superuser_client: Client,
+) -> None:
+    provider = superuser_client.post(
+        "/api/providers",
+        json.dumps(
+            {
+                "slug": "az",
+                "preset": "azure",
+                "resource": "contoso",
+                "api_version": "2024-10-21",
+                "models": [{"id": "gpt-4o", "deployment": "prod-4o"}],
+            }
+        ),
+        content_type="application/json",
+    )
+    assert provider.status_code == 201, provider.content
+    assert provider.json()["models"] == [{"id": "gpt-4o", "deployment": "prod-4o"}]
+
+    body = {
+        "provider": "az",
+        "name": "app",
+        "tenant_id": "contoso.onmicrosoft.com",
+        "client_id": "app-3",
+        "client_secret": "rest-entered-secret-77",
+    }
+    created = superuser_client.post(
+        "/api/connections", json.dumps(body), content_type="application/json"
+    )
+    assert created.status_code == 201, created.content
+    assert "rest-entered-secret-77" not in created.content.decode()
+    stored = Connection.objects.get(name="app").stored_secrets()
+    assert stored["client_secret"] == "rest-entered-secret-77"
+
+    refused = superuser_client.post(
+        "/api/connections",
+        json.dumps({"provider": "az", "name": "half", "tenant_id": "t"}),
+        content_type="application/json",
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] in ("client_id", "client_secret")
+
+    bad = superuser_client.post(
+        "/api/providers",
+        json.dumps({"slug": "az2", "kind": "azure", "api_version": "v1"}),
+        content_type="application/json",
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "api_version"
