@@ -25,6 +25,7 @@ from providers.validation import (
     CREDENTIAL_SECRETS,
     CREDENTIAL_SETTINGS,
     DEPLOYMENT_KINDS,
+    SECRET_ROUTING_SETTINGS,
     Checker,
     validate_connection,
     validate_model,
@@ -477,6 +478,7 @@ class ConnectionAdmin(admin.ModelAdmin):
         ]
         if not request.user.has_perm("providers.change_provider"):
             hidden = {"api_key", "clear_api_key", "clear_secrets", *secrets}
+            hidden |= SECRET_ROUTING_SETTINGS  # where the secret goes
             fields = [f for f in fields if f not in hidden]
         return fields
 

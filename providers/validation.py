@@ -402,6 +402,9 @@ MODEL_KEYS = frozenset(
         "deployment",
     }
 )
+#: plain settings that say where a credential is sent (the Entra authority): REST
+#: and the admin treat a change like a change of the secret (spec 08 §5.3)
+SECRET_ROUTING_SETTINGS = frozenset({"authority_host"})
 #: the kinds whose models may name a ``deployment`` (spec 10 §1)
 DEPLOYMENT_KINDS = frozenset({"azure"})
 SECRET_MASK = "***"

@@ -313,3 +313,43 @@ def test_rest_creates_an_azure_provider_and_an_entra_connection_write_only(
     )
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "api_version"
+
+
+def test_pointing_entra_elsewhere_needs_the_secrets_permission(
+    import_problems: Callable[..., list[str]],
+    operator_client: Client,
+    superuser_client: Client,
+) -> None:
+    assert import_problems(azure()) == []
+    entra = Connection.objects.get(name="entra")
+    body = {
+        "provider": "az",
+        "name": "entra",
+        "tenant_id": "***",
+        "client_id": "***",
+        "client_secret": "***",
+        "resource": "contoso-west",
+        "authority_host": "https://collector.example",
+    }
+    url = f"/api/connections/{entra.pk}"
+
+    refused = operator_client.put(
+        url, json.dumps(body), content_type="application/json"
+    )
+    assert refused.status_code == 403
+    unchanged = {**body, "authority_host": None}
+    allowed = operator_client.put(
+        url, json.dumps(unchanged), content_type="application/json"
+    )
+    assert allowed.status_code == 200, allowed.content
+    moved = superuser_client.put(url, json.dumps(body), content_type="application/json")
+    assert moved.status_code == 200, moved.content
+    entra.refresh_from_db()
+    assert entra.settings["authority_host"] == "https://collector.example"
+    assert entra.stored_secrets()["client_secret"] == ENTRA_SECRET
+
+    page = operator_client.get(
+        reverse("admin:providers_connection_change", args=[entra.pk])
+    ).content.decode()
+    assert 'name="authority_host"' not in page
+    assert 'name="resource"' in page
