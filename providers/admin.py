@@ -25,6 +25,8 @@ from providers.validation import (
     CAPABILITIES,
     CREDENTIAL_SECRETS,
     CREDENTIAL_SETTINGS,
+    DEPLOYMENT_KINDS,
+    SECRET_ROUTING_SETTINGS,
     Checker,
     validate_connection,
     validate_model,
@@ -251,6 +253,7 @@ class ProviderModelForm(forms.ModelForm):
             "capabilities",
             "tier",
             "wire",
+            "deployment",
         )
 
     def clean_capabilities(self) -> list[str] | None:
@@ -278,9 +281,15 @@ class ProviderModelForm(forms.ModelForm):
                 **payload,
                 **({"tier": data["tier"]} if data.get("tier") else {}),
                 **({"wire": data["wire"]} if data.get("wire") else {}),
+                **(
+                    {"deployment": data["deployment"]} if data.get("deployment") else {}
+                ),
             },
             check,
         )
+        kind = self.instance.provider.kind if self.instance.provider_id else None
+        if data.get("deployment") and kind and kind not in DEPLOYMENT_KINDS:
+            check.error("deployment", f"not a setting of kind '{kind}'")
         _apply_problems(self, check, {"id": "model_id"})
         return data
 
@@ -330,6 +339,7 @@ class ProviderModelInline(TabularInline):
         "max_output_tokens",
         "tier",
         "wire",
+        "deployment",
     )
 
 
@@ -469,6 +479,7 @@ class ConnectionAdmin(ModelAdmin):
         ]
         if not request.user.has_perm("providers.change_provider"):
             hidden = {"api_key", "clear_api_key", "clear_secrets", *secrets}
+            hidden |= SECRET_ROUTING_SETTINGS  # where the secret goes
             fields = [f for f in fields if f not in hidden]
         return fields
 

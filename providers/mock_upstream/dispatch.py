@@ -36,6 +36,8 @@ from providers.mock_upstream.reply import (
     _whole,
 )
 from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire
+from providers.mock_upstream.wire_azure import answer as azure_answer
+from providers.mock_upstream.wire_azure import is_azure
 from providers.mock_upstream.wire_gemini import PREFIX as GEMINI_PREFIX
 from providers.mock_upstream.wire_gemini import error_body as gemini_error
 from providers.mock_upstream.wire_gemini import models as gemini_models
@@ -51,6 +53,8 @@ def answer(
         return _control(state, method, route, body)
     if route.startswith(GEMINI_PREFIX):
         return _gemini(state, method, route, path, headers, body)
+    if is_azure(route):
+        return azure_answer(state, method, route, path, headers, body, _completion)
     wire = _WIRES.get(route)
     if wire is not None and method == "POST":
         return _completion(state, wire, path, headers, body)

@@ -207,7 +207,7 @@ def test_a_provider_slug_outside_the_pattern_is_rejected(
     [
         (
             {"kind": "nope"},
-            "providers[0].kind: must be one of: openai, anthropic, gemini, mock",
+            "providers[0].kind: must be one of: openai, anthropic, gemini",
         ),
         ({"kind": None}, "providers[0].kind: is required"),
         ({"base_url": ""}, "providers[0].base_url: is required for this kind"),
