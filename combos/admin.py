@@ -24,10 +24,12 @@ from combos.admin_forms import (
     ComboForm,
     OverrideForm,
     add_problems,
+    confirm_shadow_field,
     format_targets,
     json_field,
     parse_json,
     parse_target_line,
+    require_shadow_confirmation,
 )
 from combos.models import (
     AdminToken,
@@ -86,7 +88,18 @@ class ComboAdmin(ConfigAdmin):
     list_filter = ("strategy", "active")
     search_fields = ("name", "targets__model")
     fieldsets = (
-        (None, {"fields": ("name", "strategy", "active", "targets_text")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "strategy",
+                    "active",
+                    "targets_text",
+                    "confirm_shadow",
+                )
+            },
+        ),
         (
             "Strategy options",
             {
@@ -334,19 +347,29 @@ class OverrideAdmin(ConfigAdmin):
 
 
 class SmartRouteForm(forms.ModelForm):
+    confirm_shadow = confirm_shadow_field()
+
     class Meta:
         model = SmartRoute
         fields = ("alias", "easy", "hard", "threshold", "session_ttl_seconds")
 
     def clean(self) -> dict[str, Any]:
         cleaned = cast(dict[str, Any], super().clean())
-        self.config_data = {k: cleaned.get(k) for k in self.Meta.fields}
+        self.config_data = {
+            k: cleaned.get(k) for k in self.Meta.fields if k != "confirm_shadow"
+        }
         index = services.build_index()
         if self.instance.pk:
             index.drop_smart_route(self.instance.alias)
         check = services.Checker("")
         services.validate_smart_route(self.config_data, check, index)
         add_problems(self, check.problems)
+        if not check.problems:
+            require_shadow_confirmation(
+                self,
+                check.warnings,
+                previous_name=self.instance.alias if self.instance.pk else None,
+            )
         return cleaned
 
 

@@ -180,7 +180,7 @@ def test_a_combo_named_like_a_model_is_saved_with_a_warning_message(
 ) -> None:
     response = superuser_client.post(
         reverse("admin:combos_combo_add"),
-        combo_form(name="M1", targets_text="pb/m2"),
+        combo_form(name="M1", targets_text="pb/m2", confirm_shadow="on"),
     )
 
     assert response.status_code == 302
