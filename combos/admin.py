@@ -13,12 +13,14 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
 from unfold.admin import ModelAdmin, TabularInline
 
-from combos import services
+from combos import services, settings_form
 from combos.admin_forms import (
     CONFIG_FIELD_NAMES,
     ComboForm,
@@ -401,11 +403,7 @@ class SmartRouteAdmin(ConfigAdmin):
 
 
 class SettingsForm(forms.ModelForm):
-    data_text = json_field(
-        "Settings",
-        "The YAML settings: block as JSON; only the "
-        "keys you set are stored, the rest keep their defaults.",
-    )
+    """One field per settings key, its default and range in the help (issue #15)."""
 
     class Meta:
         model = GatewaySettings
@@ -413,30 +411,51 @@ class SettingsForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["data_text"].initial = json.dumps(
-            self.instance.data or {}, indent=2
-        )
+        initial = settings_form.initial_values(dict(self.instance.data or {}))
+        for name, (_key, field) in settings_form.settings_fields().items():
+            self.fields[name] = field
+            if name in initial:
+                self.fields[name].initial = initial[name]
 
     def clean(self) -> dict[str, Any]:
         cleaned = cast(dict[str, Any], super().clean())
-        self.config_data = parse_json(self, "data_text") or {}
+        self.config_data = settings_form.settings_data(cleaned)
         check = services.Checker("settings")
         services.validate_settings(self.config_data, check)
         for problem in check.problems:
-            self.add_error("data_text", str(problem))
+            field = settings_form.field_of(problem)
+            self.add_error(field, problem.message if field else str(problem))
         return cleaned
 
 
 @admin.register(GatewaySettings)
 class GatewaySettingsAdmin(ConfigAdmin):
     form = SettingsForm
-    fields = ("data_text",)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        return settings_form.fieldsets()
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        # the fields are added by the form itself, not by the model
+        kwargs["fields"] = ()
+        return super().get_form(request, obj, change, **kwargs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return not GatewaySettings.objects.exists()
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_settings(form.config_data)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        """One row: the list page goes straight to it (or to Add when none)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        row = GatewaySettings.objects.first()
+        if row is None:
+            return redirect("admin:combos_gatewaysettings_add")
+        return redirect("admin:combos_gatewaysettings_change", row.pk)
 
 
 @admin.register(AdminToken)
