@@ -8,7 +8,6 @@ per-strategy option fields live in ``combos.admin_forms``.
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 from django import forms
@@ -28,8 +27,6 @@ from combos.admin_forms import (
     add_problems,
     confirm_shadow_field,
     format_targets,
-    json_field,
-    parse_json,
     parse_target_line,
     require_shadow_confirmation,
 )
@@ -42,7 +39,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
-from providers.validation import Problem
+from providers.validation import ON_ORDER, Problem
 
 __all__ = [
     "CONFIG_FIELD_NAMES",
@@ -189,6 +186,25 @@ class MappingAdmin(ConfigAdmin):
         return services.save_mapping(form.config_data, instance)
 
 
+def route_choices() -> list[tuple[str, str]]:
+    """What a client may name, for pickers: configured models, combos, smart aliases
+    and the auto routes (issue #15: choose from the catalog, not free text)."""
+    index = services.build_index()
+    models = sorted(
+        f"{slug}/{model}"
+        for slug, _connections, ids in index.providers.values()
+        for model in ids
+    )
+    combos = sorted(name for name, _strategy, _refs in index.combos.values())
+    aliases = sorted(index.smart_aliases)
+    return [
+        *((m, m) for m in models),
+        *((c, f"{c} (combo)") for c in combos),
+        *((a, f"{a} (smart alias)") for a in aliases),
+        ("auto", "auto (zero-config)"),
+    ]
+
+
 class ApiKeyForm(forms.ModelForm):
     allowed_text = forms.CharField(
         label="Allowed models",
@@ -196,10 +212,38 @@ class ApiKeyForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One glob per line (e.g. openai/*, my-combo, auto*). Empty = all.",
     )
-    failover_text = json_field(
-        "Failover defaults",
-        'JSON, e.g. {"models": ["openai/gpt-5-nano", "anthropic/claude-sonnet-4"], '
-        '"timeout_ms": 30000, "first_token_timeout_ms": 5000, "on": ["server_error"]}',
+    # failover_defaults (spec 02 §13) as fields (issue #15): up to three fallbacks in
+    # order, picked from what the gateway routes, the two timeouts and the triggers
+    fo_model_1 = forms.ChoiceField(
+        label="Fallback 1",
+        required=False,
+        help_text="Tried, in order, after the model a request names (failover "
+        "defaults); empty = none.",
+    )
+    fo_model_2 = forms.ChoiceField(label="Fallback 2", required=False)
+    fo_model_3 = forms.ChoiceField(label="Fallback 3", required=False)
+    fo_timeout_ms = forms.IntegerField(
+        label="Fallback attempt timeout (ms)",
+        required=False,
+        min_value=1000,
+        max_value=300_000,
+        help_text="Per-attempt timeout for these fallbacks; empty = the gateway's "
+        "attempt_timeout_ms. Allowed 1000–300000.",
+    )
+    fo_first_token_timeout_ms = forms.IntegerField(
+        label="Fallback first-token timeout (ms)",
+        required=False,
+        min_value=500,
+        max_value=60_000,
+        help_text="Empty = none. Allowed 500–60000.",
+    )
+    fo_on = forms.MultipleChoiceField(
+        label="Fail over on",
+        required=False,
+        choices=[(reason, reason.replace("_", " ")) for reason in ON_ORDER],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The failures that move to the next fallback; none ticked = all "
+        "of them.",
     )
 
     class Meta:
@@ -220,10 +264,24 @@ class ApiKeyForm(forms.ModelForm):
             self.fields["allowed_text"].initial = "\n".join(
                 self.instance.allowed_models or []
             )
-            if self.instance.failover_defaults:
-                self.fields["failover_text"].initial = json.dumps(
-                    self.instance.failover_defaults
-                )
+        routes = route_choices()
+        defaults = (
+            dict(self.instance.failover_defaults or {}) if self.instance.pk else {}
+        )
+        models = list(defaults.get("models") or [])
+        for position in (1, 2, 3):
+            field = cast(forms.ChoiceField, self.fields[f"fo_model_{position}"])
+            current = models[position - 1] if len(models) >= position else ""
+            extra = (
+                [(current, current)] if current and current not in dict(routes) else []
+            )
+            field.choices = [("", "—"), *routes, *extra]
+            field.initial = current
+        self.fields["fo_timeout_ms"].initial = defaults.get("timeout_ms")
+        self.fields["fo_first_token_timeout_ms"].initial = defaults.get(
+            "first_token_timeout_ms"
+        )
+        self.fields["fo_on"].initial = defaults.get("on") or []
         self.config_data: dict[str, Any] = {}
 
     def clean(self) -> dict[str, Any]:
@@ -243,15 +301,42 @@ class ApiKeyForm(forms.ModelForm):
             "tpm": cleaned.get("tpm"),
             "budget_usd": float(budget) if budget is not None else None,
             "budget_period": cleaned.get("budget_period"),
-            "failover_defaults": parse_json(self, "failover_text"),
+            "failover_defaults": self._failover_defaults(cleaned),
         }
         _, check = services.check_api_key(self.config_data, services.build_index())
         add_problems(
             self,
             check.problems,
-            {"allowed_models": "allowed_text", "failover_defaults": "failover_text"},
+            {
+                "allowed_models": "allowed_text",
+                "failover_defaults.models[0]": "fo_model_1",
+                "failover_defaults.models[1]": "fo_model_2",
+                "failover_defaults.models[2]": "fo_model_3",
+                "failover_defaults.models": "fo_model_1",
+                "failover_defaults.timeout_ms": "fo_timeout_ms",
+                "failover_defaults.first_token_timeout_ms": (
+                    "fo_first_token_timeout_ms"
+                ),
+                "failover_defaults.on": "fo_on",
+                "failover_defaults": "fo_model_1",
+            },
         )
         return cleaned
+
+    @staticmethod
+    def _failover_defaults(cleaned: dict[str, Any]) -> dict[str, Any] | None:
+        models = [
+            cleaned[f"fo_model_{n}"] for n in (1, 2, 3) if cleaned.get(f"fo_model_{n}")
+        ]
+        data: dict[str, Any] = {}
+        if models:
+            data["models"] = models
+        for key in ("timeout_ms", "first_token_timeout_ms"):
+            if cleaned.get(f"fo_{key}") is not None:
+                data[key] = cleaned[f"fo_{key}"]
+        if cleaned.get("fo_on"):
+            data["on"] = list(cleaned["fo_on"])
+        return data or None
 
 
 class OverrideInline(TabularInline):
@@ -298,20 +383,39 @@ class ApiKeyAdmin(ConfigAdmin):
     list_filter = ("active", "budget_period")
     search_fields = ("name", "prefix")
     readonly_fields = ("prefix", "created_at", "updated_at", "add_override")
-    fields = (
-        "name",
-        "prefix",
-        "active",
-        "expires_at",
-        "allowed_text",
-        "rpm",
-        "tpm",
-        "budget_usd",
-        "budget_period",
-        "failover_text",
-        "add_override",
-        "created_at",
-        "updated_at",
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "prefix",
+                    "active",
+                    "expires_at",
+                    "allowed_text",
+                    "rpm",
+                    "tpm",
+                    "budget_usd",
+                    "budget_period",
+                )
+            },
+        ),
+        (
+            "Failover defaults",
+            {
+                "fields": (
+                    "fo_model_1",
+                    "fo_model_2",
+                    "fo_model_3",
+                    "fo_timeout_ms",
+                    "fo_first_token_timeout_ms",
+                    "fo_on",
+                ),
+                "description": "Fallbacks this key's requests get when they name "
+                "no chain of their own (spec 02 §13).",
+            },
+        ),
+        (None, {"fields": ("add_override", "created_at", "updated_at")}),
     )
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[Any]]:

@@ -273,14 +273,57 @@ def test_an_api_key_with_bad_failover_defaults_shows_the_error_on_that_field(
             "name": "ci",
             "active": "on",
             "budget_period": "month",
-            "failover_text": '{"models": ["pa/m1", "opena/x"]}',
+            "allowed_text": "pa/*",
+            "fo_model_1": "pa/m1",
+            "fo_model_2": "pb/m2",
         },
     )
 
     assert response.context["adminform"].form.errors == {
-        "failover_text": ["failover_defaults.models[1]: unknown model 'opena/x'"]
+        "fo_model_2": [
+            "failover_defaults.models[1]: 'pb/m2' is not permitted by allowed_models"
+        ]
     }
     assert ApiKey.objects.count() == 0
+
+
+def test_failover_defaults_are_picked_from_the_routes_and_saved_in_order(
+    world: dict[str, Provider],
+    make_combo: Callable[..., Combo],
+    superuser_client: Client,
+) -> None:
+    make_combo("team")
+    page = superuser_client.get(reverse("admin:combos_apikey_add")).content.decode()
+    assert '<option value="team">team (combo)</option>' in page
+    assert '<option value="pb/m2">pb/m2</option>' in page
+    assert 'name="fo_on" value="rate_limit"' in page
+
+    saved = superuser_client.post(
+        reverse("admin:combos_apikey_add"),
+        {
+            "name": "ci",
+            "active": "on",
+            "budget_period": "month",
+            "fo_model_1": "team",
+            "fo_model_2": "pb/m2",
+            "fo_timeout_ms": "30000",
+            "fo_on": ["rate_limit", "server_error"],
+        },
+    )
+
+    assert saved.status_code == 302
+    key = ApiKey.objects.get(name="ci")
+    assert key.failover_defaults["models"] == ["team", "pb/m2"]
+    assert key.failover_defaults["timeout_ms"] == 30000
+    assert set(key.failover_defaults["on"]) == {"rate_limit", "server_error"}
+    form = (
+        superuser_client.get(reverse("admin:combos_apikey_change", args=[key.pk]))
+        .context["adminform"]
+        .form
+    )
+    assert form["fo_model_1"].value() == "team"
+    assert form["fo_model_2"].value() == "pb/m2"
+    assert form["fo_timeout_ms"].value() == 30000
 
 
 # ------------------------------------------------------------------ connections
