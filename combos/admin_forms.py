@@ -36,9 +36,17 @@ from django.apps import apps
 from django.utils import timezone
 
 from combos import services
-from combos.combo_validation import CONFIG_USERS, ORDERING, PIN_CAPABLE
+from combos.combo_validation import (
+    BUDGET_FALLBACKS,
+    CONFIG_USERS,
+    ORDERING,
+    PIN_CAPABLE,
+)
 from combos.models import CandidateOverride, Combo
+from gateway.auto.engine.routers import BUILTIN_NAMES as ROUTER_NAMES
+from gateway.auto.engine.weights import MODE_PACKS
 from gateway.kernel.autoids import CATEGORIES, TIERS, VARIANTS, parse_auto_id
+from gateway.planning.strategies import SPECS as STRATEGY_SPECS
 from providers.validation import Problem
 
 TARGETS_HELP = (
@@ -337,6 +345,49 @@ class ComboForm(forms.ModelForm):
         "objective",
         "Overrides the gateway objective for this combo.",
     )
+    # issue #15: the auto strategy's options (spec 04 §2.1) as fields
+    cfg_auto_modePack = _config_field(
+        forms.ChoiceField(
+            choices=[("", "default (the route's weights)")]
+            + [(name, name) for name in MODE_PACKS]
+        ),
+        "auto.modePack",
+        "A weight pack that replaces the scoring weights.",
+    )
+    cfg_auto_routerStrategy = _config_field(
+        forms.ChoiceField(
+            choices=[("", "default (rules)")] + [(name, name) for name in ROUTER_NAMES]
+        ),
+        "auto.routerStrategy",
+        "How the candidates are ranked.",
+    )
+    cfg_auto_budgetCap = _number(
+        "auto.budgetCap", "> 0, USD per request (estimated)", "no cap"
+    )
+    cfg_auto_budgetFallback = _config_field(
+        forms.ChoiceField(
+            choices=[("", "default (cheapest)")]
+            + [(name, name) for name in BUDGET_FALLBACKS]
+        ),
+        "auto.budgetFallback",
+        "What happens when no candidate fits the cap.",
+    )
+    cfg_auto_explorationRate = _number(
+        "auto.explorationRate", "0..1", "settings.exploration_rate (0.05)"
+    )
+    cfg_auto_maxAttempts = _int("auto.maxAttempts", 1, 10, "3")
+    cfg_auto_preferTier = _config_field(
+        forms.ChoiceField(
+            choices=[
+                ("", "default (none)"),
+                ("free", "free"),
+                ("cheap", "cheap"),
+                ("premium", "premium"),
+            ]
+        ),
+        "auto.preferTier",
+        "A tier hint for the ranking.",
+    )
     config_text = json_field(
         "Other config",
         "A JSON object with the keys that have no field above, camelCase (spec 03 "
@@ -350,6 +401,16 @@ class ComboForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # issue #15: each strategy with its one-line description (its Traits)
+        strategy = self.fields.get("strategy")
+        if isinstance(strategy, forms.ChoiceField):
+            strategy.choices = [
+                (name, f"{name}: {spec.traits.summary}")
+                for name, spec in STRATEGY_SPECS.items()
+            ]
+            strategy.help_text = (
+                "How the combo picks among its targets; 'priority' is plain failover."
+            )
         self.config_fields = {
             name: str(field.widget.attrs[CONFIG_KEY_ATTR])
             for name, field in self.fields.items()

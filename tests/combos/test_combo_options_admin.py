@@ -368,7 +368,7 @@ def test_editing_a_combo_shows_its_options_in_fields_and_the_rest_as_json(
         "cfg_judgeModel": "pb/m2",
         "cfg_fusion_minPanel": 3,
         "cfg_fusion_stragglerGraceMs": 500,
-        "config_text": json.dumps({"auto": {"explorationRate": 0.1}}, indent=2),
+        "cfg_auto_explorationRate": 0.1,  # issue #15: auto's options are fields too
     }
 
 
@@ -449,7 +449,7 @@ def test_every_option_field_names_its_key_and_the_strategies_that_read_it() -> N
     assert set(CONFIG_USERS) - {
         form.fields[n].widget.attrs["data-config-key"].partition(".")[0]
         for n in CONFIG_FIELD_NAMES
-    } == {"auto", "routerStrategy"}
+    } == {"routerStrategy"}  # the top-level alias of auto.routerStrategy
 
 
 def test_the_add_page_groups_the_option_fields_under_strategy_options(
@@ -462,3 +462,37 @@ def test_the_add_page_groups_the_option_fields_under_strategy_options(
     assert 'data-config-key="fusionTuning.minPanel"' in page
     assert 'data-strategies="round-robin"' in page
     assert "Integer 1..1000; empty = settings.sticky_round_robin_limit (3)." in page
+
+
+def test_auto_options_are_fields_and_every_strategy_has_a_description(
+    world: dict[str, Provider], superuser_client: Client
+) -> None:
+    from django.utils.html import escape
+
+    from gateway.planning.strategies import SPECS
+
+    page = superuser_client.get(reverse("admin:combos_combo_add")).content.decode()
+    for name, spec in SPECS.items():
+        assert spec.traits.summary, name
+        assert f">{name}: {escape(spec.traits.summary)}</option>" in page
+    assert 'data-config-key="auto.modePack"' in page
+    assert 'data-config-key="auto.budgetCap"' in page
+
+    saved = superuser_client.post(
+        reverse("admin:combos_combo_add"),
+        {
+            "name": "cheap-auto",
+            "strategy": "auto",
+            "active": "on",
+            "targets_text": "",
+            "config_text": "",
+            "cfg_auto_routerStrategy": "cost",
+            "cfg_auto_budgetCap": "0.01",
+            "cfg_auto_maxAttempts": "2",
+        },
+    )
+
+    assert saved.status_code == 302
+    assert Combo.objects.get(name="cheap-auto").config == {
+        "auto": {"routerStrategy": "cost", "budgetCap": 0.01, "maxAttempts": 2}
+    }

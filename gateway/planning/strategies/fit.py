@@ -44,7 +44,9 @@ def expected_cost_usd(
 
 class CostOptimized:
     name = "cost-optimized"
-    traits = Traits()
+    traits = Traits(
+        summary="the cheapest target for this request's tokens",
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(
@@ -63,7 +65,10 @@ def _window(candidate: Candidate) -> int | None:
 
 class ContextOptimized:
     name = "context-optimized"
-    traits = Traits(aliases=("context",))
+    traits = Traits(
+        summary="the smallest context window that fits the request",
+        aliases=("context",),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         need = given.r_in + (given.max_out or 0)
@@ -89,7 +94,10 @@ class ContextOptimized:
 
 class CacheOptimized:
     name = "cache-optimized"
-    traits = Traits(expands=True)
+    traits = Traits(
+        summary="keep a conversation on one target so its prompt cache stays warm",
+        expands=True,
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         cache_key = given.cache_key

@@ -49,7 +49,11 @@ def p2c_score(candidate: Candidate) -> float:
 
 class PowerOfTwoChoices:
     name = "p2c"
-    traits = Traits(pin_capable=True, reads_stats=True)
+    traits = Traits(
+        summary="draw two targets; the better success rate and latency wins",
+        pin_capable=True,
+        reads_stats=True,
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         survivors = given.survivors
@@ -64,7 +68,12 @@ class PowerOfTwoChoices:
 
 class LeastUsed:
     name = "least-used"
-    traits = Traits(pin_capable=True, reads_stats=True, aliases=("usage",))
+    traits = Traits(
+        summary="the target with the fewest requests in flight",
+        pin_capable=True,
+        reads_stats=True,
+        aliases=("usage",),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:

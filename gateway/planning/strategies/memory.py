@@ -72,7 +72,10 @@ def last_good_first(
 
 class LastKnownGood:
     name = "lkgp"
-    traits = Traits(reads_last_good=True)
+    traits = Traits(
+        summary="the last target that answered well (per session, else per combo)",
+        reads_last_good=True,
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(
@@ -100,6 +103,7 @@ def _make_holder(_state: Any, served: str) -> str:
 class ContextRelay:
     name = "context-relay"
     traits = Traits(
+        summary="keep a session on one target; hand its context over on failover",
         record="relay",
         session_record=True,
         relays=True,

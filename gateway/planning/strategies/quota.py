@@ -74,7 +74,12 @@ def _rotate_band(
 
 class ResetAware:
     name = "reset-aware"
-    traits = Traits(expands=True, record="tie", config=(number("tieBand", 0, 0.5),))
+    traits = Traits(
+        summary="spend quota that resets soon first",
+        expands=True,
+        record="tie",
+        config=(number("tieBand", 0, 0.5),),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:
@@ -97,6 +102,7 @@ class ResetAware:
 class ResetWindow:
     name = "reset-window"
     traits = Traits(
+        summary="the target whose quota window resets earliest",
         expands=True,
         record="tie",
         config=(integer("resetWindowTieBandMs", 0, 3_600_000),),
@@ -134,7 +140,7 @@ def headroom(candidate: Candidate) -> float:
 
 class Headroom:
     name = "headroom"
-    traits = Traits(expands=True)
+    traits = Traits(summary="the target with the most quota left", expands=True)
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(

@@ -84,6 +84,7 @@ def _count_success(
 class RoundRobin:
     name = "round-robin"
     traits = Traits(
+        summary="take turns through the targets, a few requests each",
         pin_capable=True,
         record="rr",
         rotates_expanded=True,

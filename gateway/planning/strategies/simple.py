@@ -34,7 +34,10 @@ FILL_FIRST_RESERVE_PERCENT = 0.0  # spec 03 §2.2
 
 class Priority:
     name = "priority"
-    traits = Traits(aliases=("failover",))
+    traits = Traits(
+        summary="failover: the first target in order, the next one when it fails",
+        aliases=("failover",),
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         return Ordering(order=given.survivors)
@@ -57,7 +60,9 @@ def is_drained(candidate: Candidate, reserve: float) -> bool:
 class FillFirst:
     name = "fill-first"
     traits = Traits(
-        fills_first=True, config=(number("fillFirstReservePercent", 0, 50),)
+        summary="use the first target until its quota runs low, then the next",
+        fills_first=True,
+        config=(number("fillFirstReservePercent", 0, 50),),
     )
 
     def order(self, given: OrderInput) -> Ordering:
@@ -69,7 +74,7 @@ class FillFirst:
 
 class Random:
     name = "random"
-    traits = Traits(pin_capable=True)
+    traits = Traits(summary="a random target each request", pin_capable=True)
 
     def order(self, given: OrderInput) -> Ordering:
         shuffled = list(given.survivors)
@@ -115,7 +120,11 @@ def new_deck(keys: Sequence[str], last: str | None, rng: random.Random) -> list[
 
 class StrictRandom:
     name = "strict-random"
-    traits = Traits(pin_capable=True, record="deck")
+    traits = Traits(
+        summary="a shuffled deck: every target once per round, in random order",
+        pin_capable=True,
+        record="deck",
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:

@@ -28,11 +28,16 @@ class Declared:
 DECLARED: tuple[Declared, ...] = (
     Declared(
         "auto",
-        Traits(family=Family.AUTO, config=(custom("auto"), custom("routerStrategy"))),
+        Traits(
+            summary="zero-config: score every model for the request and pick the best",
+            family=Family.AUTO,
+            config=(custom("auto"), custom("routerStrategy")),
+        ),
     ),
     Declared(
         "adaptive",
         Traits(
+            summary="learns live latency and price; the better of two drawn wins",
             family=Family.ADAPTIVE,
             pin_capable=True,
             expands=True,
@@ -42,6 +47,7 @@ DECLARED: tuple[Declared, ...] = (
     Declared(
         "fusion",
         Traits(
+            summary="asks several models at once; a judge merges their answers",
             family=Family.COMPOSITE,
             runner="gateway.slots.fusion",
             config=(custom("judgeModel"), custom("fusionTuning")),
@@ -50,6 +56,7 @@ DECLARED: tuple[Declared, ...] = (
     Declared(
         "pipeline",
         Traits(
+            summary="run the targets as stages, each one's answer feeding the next",
             family=Family.COMPOSITE,
             runner="gateway.slots.stages",
             config=(custom("stagePrompts"), custom("agenticOrchestration")),

@@ -22,7 +22,8 @@ no list of strategy names of their own:
 * ``reads_last_good``: its state is the combo's last-known-good records (03 §8.6);
 * ``aliases``: other names accepted on input, stored canonical (03 §2.1);
 * ``config``: the ``config`` keys it reads and the rule each value must meet;
-* ``runner``: a composite strategy's module (its ``run(Composite)``, ``gateway.slots``).
+* ``runner``: a composite strategy's module (its ``run(Composite)``, ``gateway.slots``);
+* ``summary``: one plain line for the combo editor.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ SESSION_AFFINITY = boolean("sessionAffinity", True)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Traits:
+    #: one line for the admin's combo editor: what the strategy does, plainly
+    summary: str = ""
     family: Family = Family.ORDERING
     pin_capable: bool = False
     reads_stats: bool = False

@@ -99,6 +99,7 @@ def _clear_failed_pin(state: Any, failed: str) -> Any:
 class Weighted:
     name = "weighted"
     traits = Traits(
+        summary="spread requests in proportion to each target's weight",
         pin_capable=True,
         record="wsticky",
         config=(integer("stickyWeightedLimit", 1, 1000),),
@@ -145,7 +146,13 @@ def _pin_served(_state: Any, served: str) -> str:
 
 class QuotaWeighted:
     name = "quota-weighted"
-    traits = Traits(expands=True, reads_stats=True, record="qpin", session_record=True)
+    traits = Traits(
+        summary="spread requests in proportion to remaining quota",
+        expands=True,
+        reads_stats=True,
+        record="qpin",
+        session_record=True,
+    )
 
     def order(self, given: OrderInput) -> Ordering:
         if not given.survivors:
