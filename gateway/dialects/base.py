@@ -118,6 +118,9 @@ class UpstreamCall:
     operation: str = "chat"
     #: ``POST`` with ``body``, or ``GET`` (a model list, spec 10 §2)
     method: str = "POST"
+    #: the key of a ``count_tokens`` answer that holds the count (Gemini's
+    #: ``totalTokens``)
+    count_field: str = "input_tokens"
     #: signs the serialised body just before it is sent (None: nothing to sign)
     sign: Signer | None = field(default=None, compare=False, repr=False)
 
@@ -270,8 +273,10 @@ class Dialect(Protocol):
         forward: tuple[tuple[str, str], ...],
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        """A Messages ``count_tokens`` body aimed at ``model`` (only where
-        ``counts_tokens``); the 2xx answer is ``{"input_tokens": n}``."""
+        """A ``count_tokens`` request aimed at ``model`` (only where
+        ``counts_tokens``): ``body`` is the client's Messages body when the dialect
+        speaks ``messages``, else the canonical chat body; the 2xx answer holds the
+        count under the call's ``count_field``."""
         ...
 
     def list_models_request(
