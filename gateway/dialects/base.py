@@ -27,15 +27,22 @@ from gateway.kernel.types import Auth
 JSON = dict[str, Any]
 
 
+#: hosts whose API lives at the root, with no version prefix: a bare base URL of
+#: one of them is used as given (``https://api.perplexity.ai/chat/completions``)
+ROOT_API_HOSTS = frozenset({"api.perplexity.ai"})
+
+
 def endpoint_url(base_url: str, path: str) -> str:
     """``base_url`` joined with an endpoint ``path`` (``/chat/completions``).
 
     A base URL with no path (``https://api.anthropic.com``, ``http://host:8080``) gets
-    the API version prefix ``/v1``, as the vendors' own SDKs add it; a base URL with a
-    path (``https://api.openai.com/v1``, ``https://host/proxy``) is used as given.
+    the API version prefix ``/v1``, as the vendors' own SDKs add it, unless its host
+    is one of ``ROOT_API_HOSTS``; a base URL with a path
+    (``https://api.openai.com/v1``, ``https://host/proxy``) is used as given.
     """
     base = base_url.rstrip("/")
-    if urlsplit(base).path in ("", "/"):
+    parts = urlsplit(base)
+    if parts.path in ("", "/") and parts.hostname not in ROOT_API_HOSTS:
         base += "/v1"
     return base + path
 
