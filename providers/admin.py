@@ -7,7 +7,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 
@@ -24,6 +24,7 @@ from providers.validation import (
     CAPABILITIES,
     CREDENTIAL_SECRETS,
     CREDENTIAL_SETTINGS,
+    VERIFY_OFF,
     Checker,
     validate_connection,
     validate_model,
@@ -406,6 +407,9 @@ class ProviderAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Provider, form: Any, change: bool
     ) -> None:
         services.save_provider(obj)
+        if (obj.settings or {}).get("verify") is False:  # spec 10 §4, loudly
+            logger.warning("provider %r: %s", obj.slug, VERIFY_OFF)
+            messages.warning(request, f"{obj.slug}: {VERIFY_OFF}.")
 
     def save_formset(
         self, request: HttpRequest, form: Any, formset: Any, change: bool
