@@ -4,7 +4,8 @@ It authenticates nothing, parses nothing and logs nothing; it reads the body, po
 to the upstream with one pooled ``httpx.AsyncClient`` and relays the reply (streams
 chunk by chunk).  The request's path below ``/v1`` picks the upstream's
 (``/v1/chat/completions``, ``/v1/messages``, ``/v1/responses``, ...), and a Messages
-request's ``anthropic-version`` is forwarded; it translates nothing.  Run:
+request's ``anthropic-version`` is forwarded, a query string too (the Gemini wire's
+``?alt=sse``); it translates nothing.  Run:
 ``uvicorn bench.floor:app`` with ``FLOOR_UPSTREAM`` set.
 """
 
@@ -45,9 +46,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         for name, value in scope["headers"]:
             if name == b"anthropic-version":
                 headers["anthropic-version"] = value.decode("latin-1")
+    query = scope.get("query_string", b"").decode("latin-1")
     request = client.build_request(
         "POST",
-        UPSTREAM + (path[3:] if path.startswith("/v1/") else path),
+        UPSTREAM
+        + (path[3:] if path.startswith("/v1/") else path)
+        + (f"?{query}" if query else ""),
         content=body,
         headers=headers,
     )

@@ -164,7 +164,11 @@ def _render_surfaces(report: dict[str, Any]) -> list[str]:
         "`x-api-key`. Responses requests are `{model, input, stream}` with "
         "`store: false`, which keeps the stored-response row (a database write per "
         "request) out of the measurement; `translated, stored` is the same request "
-        "with `store` left at its default (true), against the `translated` baseline.",
+        "with `store` left at its default (true), against the `translated` baseline. "
+        "`chat` `translated (gemini)` is Chat Completions to a `gemini` provider "
+        "(issue #14): the gateway translates to the mock's Gemini wire, and `direct` "
+        "and `floor` send the Gemini body the gateway would to `:generateContent` "
+        "and `:streamGenerateContent?alt=sse`.",
         "",
         "| surface | flavour | target | mode | c | req/s | p50 ms | p99 ms | avg ms "
         "| non-2xx |",

@@ -9,8 +9,11 @@ same machine.  Results go to ``bench/results/latest.json`` and ``docs/benchmarks
 
 Besides Chat Completions, the other client surfaces (spec 09) are measured the same
 way, each as a *passthrough* (the upstream speaks the surface) and a *translated*
-(through the canonical chat form to a chat upstream) case: see ``CASES``.  A case the
-gateway or the mock cannot serve yet is skipped with a note, not a crash.
+(through the canonical chat form to a chat upstream) case: see ``CASES``.  Chat
+Completions to a translated dialect (``kind: gemini`` on the mock's Gemini wire) is
+one more case, against the direct and floor rows of that wire; ``--surfaces gemini``
+runs it alone.  A case the gateway or the mock cannot serve yet is skipped with a
+note, not a crash.
 """
 
 from __future__ import annotations
@@ -95,6 +98,21 @@ def responses_body(store: bool | None) -> Body:
     return body
 
 
+def gemini_body(model: str, stream: bool) -> dict[str, Any]:
+    """What the gateway sends the Gemini wire for ``chat_body`` (the model and the
+    streaming are in the path)."""
+    return {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
+
+
+GEMINI_PATH = "/v1beta/models/mock-small:generateContent"
+GEMINI_STREAM_PATH = "/v1beta/models/mock-small:streamGenerateContent?alt=sse"
+
+
+def _gemini_token(line: str) -> bool:
+    line = line.replace(" ", "")
+    return line.startswith("data:") and '"text":"' in line and '"text":""' not in line
+
+
 def _chat_token(line: str) -> bool:
     line = line.replace(" ", "")
     return '"content":"' in line and '"content":""' not in line
@@ -113,6 +131,7 @@ FIRST_TOKEN: dict[str, Callable[[str], bool]] = {
     "/v1/chat/completions": _chat_token,
     "/v1/messages": _messages_token,
     "/v1/responses": _responses_token,
+    GEMINI_STREAM_PATH: _gemini_token,
 }
 
 
@@ -137,6 +156,17 @@ class Case:
     baseline: str | None = None
     #: a provider the runner imports on its own, whose refusal skips the case
     needs: str | None = None
+    #: the baseline's path when streaming, where the wire puts it in the path
+    direct_stream_path: str | None = None
+    #: a ``--surfaces`` name that selects this case alone
+    tag: str = ""
+
+    def direct_for(self, stream: bool) -> str:
+        return (
+            (self.direct_stream_path or self.direct_path)
+            if stream
+            else (self.direct_path)
+        )
 
 
 CASES = (
@@ -196,6 +226,20 @@ CASES = (
         direct_body=chat_body,
         direct_headers={},
         baseline="translated",
+    ),
+    Case(  # a translated dialect (issue #14): chat to the mock's Gemini wire
+        "chat",
+        "translated (gemini)",
+        path="/v1/chat/completions",
+        model="gm/mock-small",
+        body=chat_body,
+        headers={},
+        direct_path=GEMINI_PATH,
+        direct_body=gemini_body,
+        direct_headers={"x-goog-api-key": "bench-upstream"},
+        needs="gm",
+        direct_stream_path=GEMINI_STREAM_PATH,
+        tag="gemini",
     ),
 )
 
@@ -433,30 +477,19 @@ api_keys:
             check=True,
             capture_output=True,
         )
-        # The Responses wire to the upstream (spec 10 §5 ``wire: responses``) is
-        # imported on its own: a gateway without the key refuses this file only.
-        optional = f"""
-providers:
-  - slug: upr
-    kind: openai
-    wire: responses
-    base_url: {mock_url}
-    connections: [{{name: main, api_key: sk-bench-upstream}}]
-    models: [{{id: mock-small, input_cost: 0.05, output_cost: 0.4}}]
-"""
-        done = subprocess.run(
-            [py, "manage.py", "import_config", "-"],
-            cwd=ROOT,
-            env=self.env,
-            input=optional.encode(),
-            capture_output=True,
-        )
-        if done.returncode:
-            errors = done.stderr.decode(errors="replace").strip().splitlines()
-            self.refused["upr"] = "import_config refused `wire: responses`: " + (
-                " ".join(line for line in errors if line.startswith("error:"))
-                or (errors[-1] if errors else f"exit {done.returncode}")
-            )
+        # The Responses wire to the upstream (spec 10 §5 ``wire: responses``) and
+        # the Gemini kind are imported on their own: a gateway without one refuses
+        # that file only.
+        mock_root = f"http://127.0.0.1:{self.mock_port}"
+        optional = {
+            "upr": (
+                "`wire: responses`",
+                f"wire: responses\n    kind: openai\n    base_url: {mock_url}",
+            ),
+            "gm": ("`kind: gemini`", f"kind: gemini\n    base_url: {mock_root}"),
+        }
+        for slug, (what, lines) in optional.items():
+            self._import_optional(slug, what, lines)
         self.spawn(
             pinned(
                 "0",
@@ -529,6 +562,29 @@ providers:
             if port:
                 wait_http(f"http://127.0.0.1:{port}/healthz")
 
+    def _import_optional(self, slug: str, what: str, lines: str) -> None:
+        """One provider of its own file; a refusal is noted, the run goes on."""
+        config = f"""
+providers:
+  - slug: {slug}
+    {lines}
+    connections: [{{name: main, api_key: sk-bench-upstream}}]
+    models: [{{id: mock-small, input_cost: 0.05, output_cost: 0.4}}]
+"""
+        done = subprocess.run(
+            [sys.executable, "manage.py", "import_config", "-"],
+            cwd=ROOT,
+            env=self.env,
+            input=config.encode(),
+            capture_output=True,
+        )
+        if done.returncode:
+            errors = done.stderr.decode(errors="replace").strip().splitlines()
+            self.refused[slug] = f"import_config refused {what}: " + (
+                " ".join(line for line in errors if line.startswith("error:"))
+                or (errors[-1] if errors else f"exit {done.returncode}")
+            )
+
     def stop(self) -> None:
         for process in self.processes:
             process.terminate()
@@ -588,44 +644,49 @@ def _print_row(label: str, mode: str, concurrency: int, data: dict) -> None:
 
 
 def run_cells(
-    url: str, body: Body, model: str, seconds: int, lua: Path, label: str
+    url: str,
+    body: Body,
+    model: str,
+    seconds: int,
+    lua: Path,
+    label: str,
+    stream_url: str | None = None,
 ) -> list[tuple[str, int, dict]]:
     """(mode, concurrency, wrk figures): a warm-up at c16, then c1 and c16, for the
-    non-streaming and the streaming request."""
+    non-streaming and the streaming request (to ``stream_url`` when given)."""
     cells = []
     for stream in (False, True):
         mode = "stream" if stream else "json"
-        run_wrk(url, body(model, stream), 16, 3, lua)  # warm-up
+        where = (stream_url or url) if stream else url
+        run_wrk(where, body(model, stream), 16, 3, lua)  # warm-up
         for concurrency in (1, 16):
-            data = run_wrk(url, body(model, stream), concurrency, seconds, lua)
+            data = run_wrk(where, body(model, stream), concurrency, seconds, lua)
             _print_row(label, mode, concurrency, data)
             cells.append((mode, concurrency, data))
     return cells
 
 
-def case_targets(stack: Stack, case: Case) -> list[tuple[str, str, str, Body, dict]]:
-    """(name, URL, model, body, headers) of the systems measured for one case."""
-    items = []
+Target = tuple[str, str, str, str, Body, dict[str, str]]
+
+
+def case_targets(stack: Stack, case: Case) -> list[Target]:
+    """(name, URL, streaming URL, model, body, headers) of the systems measured for
+    one case."""
+    items: list[Target] = []
     if case.baseline is None:
         for name, port in (("direct", stack.mock_port), ("floor", stack.floor_port)):
             items.append(
                 (
                     name,
-                    f"http://127.0.0.1:{port}{case.direct_path}",
+                    f"http://127.0.0.1:{port}{case.direct_for(False)}",
+                    f"http://127.0.0.1:{port}{case.direct_for(True)}",
                     "mock-small",
                     case.direct_body,
                     case.direct_headers,
                 )
             )
-    items.append(
-        (
-            "gateway",
-            f"http://127.0.0.1:{stack.gw_port}{case.path}",
-            case.model,
-            case.body,
-            case.headers,
-        )
-    )
+    gateway = f"http://127.0.0.1:{stack.gw_port}{case.path}"
+    items.append(("gateway", gateway, gateway, case.model, case.body, case.headers))
     return items
 
 
@@ -636,9 +697,9 @@ def run_case(
     if case.needs in stack.refused:
         return [], {}, stack.refused[case.needs]
     items = case_targets(stack, case)
-    for _name, url, model, body, headers in items:
+    for _name, url, stream_url, model, body, headers in items:
         for stream in (False, True):
-            problem = probe(url, body(model, stream), headers)
+            problem = probe(stream_url if stream else url, body(model, stream), headers)
             if problem:
                 return [], {}, problem
     results: list[Result] = []
@@ -646,11 +707,11 @@ def run_case(
     short = case.flavour.replace("passthrough", "pt").replace("translated", "tr")
     label = f"{case.surface[:4]}/{short.replace(', stored', '+store')}"
     try:
-        for name, url, model, body, headers in items:
+        for name, url, stream_url, model, body, headers in items:
             lua = stack.data / f"post-{case.surface}-{name}.lua"
             lua.write_text(lua_script(headers))
             for mode, concurrency, data in run_cells(
-                url, body, model, args.seconds, lua, f"{label} {name}"
+                url, body, model, args.seconds, lua, f"{label} {name}", stream_url
             ):
                 results.append(
                     Result(
@@ -666,9 +727,9 @@ def run_case(
                         case.flavour,
                     )
                 )
-            path = case.path if name == "gateway" else case.direct_path
+            path = case.path if name == "gateway" else case.direct_for(True)
             ttft[name] = measure_ttft(
-                url,
+                stream_url,
                 model,
                 args.ttft_samples,
                 body(model, True),
@@ -717,7 +778,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--surfaces",
         default="chat,messages,responses",
-        help="comma-separated surfaces to measure (chat, messages, responses)",
+        help="comma-separated surfaces to measure (chat, messages, responses); "
+        "gemini: only the chat case translated to the Gemini wire",
     )
     args = parser.parse_args(argv)
     surfaces = {s.strip() for s in args.surfaces.split(",") if s.strip()}
@@ -753,7 +815,7 @@ def main(argv: list[str] | None = None) -> int:
             ttft[name] = measure_ttft(url, model, args.ttft_samples)
             print(f"{name:15} TTFT median {ttft[name]:.3f} ms", flush=True)
         for case in CASES:
-            if case.surface not in surfaces:
+            if case.surface not in surfaces and case.tag not in surfaces:
                 continue
             rows, times, note = run_case(stack, case, args)
             results += rows
@@ -787,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
         "shared_baselines": [
             {"surface": c.surface, "flavour": c.flavour, "baseline": c.baseline}
             for c in CASES
-            if c.baseline and c.surface in surfaces
+            if c.baseline and (c.surface in surfaces or c.tag in surfaces)
         ],
         "attempts": attempt_summary(stack.data),
     }

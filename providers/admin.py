@@ -7,8 +7,10 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from unfold.admin import ModelAdmin, TabularInline
 
@@ -20,6 +22,7 @@ from providers import (
 )
 from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
+from providers.presets import PRESETS
 from providers.validation import (
     ALL_WIRES,
     CAPABILITIES,
@@ -27,6 +30,7 @@ from providers.validation import (
     CREDENTIAL_SETTINGS,
     DEPLOYMENT_KINDS,
     SECRET_ROUTING_SETTINGS,
+    VERIFY_OFF,
     Checker,
     validate_connection,
     validate_model,
@@ -343,7 +347,24 @@ class ProviderModelInline(TabularInline):
     )
 
 
+def _preset_choices() -> list[tuple[str, str]]:
+    return [("", "none"), *((name, p.label or name) for name, p in PRESETS.items())]
+
+
 class ProviderForm(forms.ModelForm):
+    preset = forms.ChoiceField(
+        choices=_preset_choices,
+        required=False,
+        help_text="The well-known provider it was made from (spec 10 §2): its kind, "
+        "base URL and catalog id are filled in; what is given here wins.",
+    )
+    models_dev_id = forms.CharField(
+        required=False,
+        max_length=100,
+        label="models.dev id",
+        help_text="The provider's id in the models.dev catalog: its models' prices, "
+        "limits and capabilities come from there, so a model row needs only its id.",
+    )
     wire = forms.ChoiceField(
         choices=[(w, w) for w in ALL_WIRES],
         initial="chat",
@@ -354,7 +375,13 @@ class ProviderForm(forms.ModelForm):
 
     class Meta:
         model = Provider
-        fields = ("slug", "kind", "base_url", "wire")
+        fields = ("slug", "preset", "kind", "base_url", "models_dev_id", "wire")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = self.instance.settings if self.instance.pk else {}
+        if isinstance(stored, dict) and stored.get("models_dev_id"):
+            self.fields["models_dev_id"].initial = stored["models_dev_id"]
 
     def clean_wire(self) -> str:
         return self.cleaned_data.get("wire") or "chat"
@@ -364,14 +391,16 @@ class ProviderForm(forms.ModelForm):
         check = Checker("")
         from providers.validation import validate_provider
 
-        validate_provider(
+        clean = validate_provider(
             {
                 k: data.get(k)
-                for k in ("slug", "kind", "base_url", "wire")
+                for k in ("slug", "preset", "kind", "base_url", "wire", "models_dev_id")
                 if data.get(k)
             },
             check,
         )
+        if not data.get("base_url") and clean.get("base_url"):
+            data["base_url"] = clean["base_url"]  # the preset's
         _apply_problems(self, check, {})
         slug = data.get("slug")
         if isinstance(slug, str) and "slug" not in self.errors:
@@ -382,6 +411,38 @@ class ProviderForm(forms.ModelForm):
             if clash.exists():
                 self.add_error("slug", f"a provider '{clash[0].slug}' already exists")
         return data
+
+    def save(self, commit: bool = True) -> Provider:
+        provider: Provider = super().save(commit=False)
+        settings = dict(provider.settings or {})
+        catalog_id = self.cleaned_data.get("models_dev_id")
+        if catalog_id:
+            settings["models_dev_id"] = catalog_id
+        else:
+            settings.pop("models_dev_id", None)
+        provider.settings = settings
+        if commit:
+            services.save_provider(provider)
+        return provider
+
+
+PRESET_LIST_TEMPLATE = "admin/providers/provider/preset_list.html"
+
+
+def preset_rows() -> list[dict[str, Any]]:
+    """The presets as the "Add provider" page lists them (spec 10 §2)."""
+    return [
+        {
+            "name": name,
+            "label": preset.label or name,
+            "kind": preset.kind,
+            "base_url": preset.base_url,
+            "models_dev_id": preset.models_dev_id,
+            "needs_key": preset.needs_key,
+            "available": preset.kind in REGISTRY,
+        }
+        for name, preset in PRESETS.items()
+    ]
 
 
 @admin.register(Provider)
@@ -405,6 +466,39 @@ class ProviderAdmin(ModelAdmin):
             reverse("admin-provider-discover", args=[provider.pk])
         )
 
+    def add_view(
+        self,
+        request: HttpRequest,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Spec 10 §2: "Add provider" starts from the preset list; choosing one (or
+        none) opens the form, filled from it."""
+        if request.method == "GET" and "preset" not in request.GET:
+            if not self.has_add_permission(request):
+                raise PermissionDenied
+            return TemplateResponse(
+                request,
+                PRESET_LIST_TEMPLATE,
+                {
+                    **self.admin_site.each_context(request),
+                    "title": "Add provider: choose a preset",
+                    "presets": preset_rows(),
+                    "opts": self.model._meta,
+                    "is_popup": "_popup" in request.GET,
+                },
+            )
+        return super().add_view(request, form_url, extra_context)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = dict(super().get_changeform_initial_data(request))
+        preset = PRESETS.get(str(request.GET.get("preset") or ""))
+        if preset is not None:
+            initial.setdefault("kind", preset.kind)
+            initial.setdefault("base_url", preset.base_url)
+            initial.setdefault("models_dev_id", preset.models_dev_id)
+        return initial
+
     @admin.display(description="connections")
     def connection_count(self, obj: Provider) -> int:
         return obj.connections.count()
@@ -417,6 +511,9 @@ class ProviderAdmin(ModelAdmin):
         self, request: HttpRequest, obj: Provider, form: Any, change: bool
     ) -> None:
         services.save_provider(obj)
+        if (obj.settings or {}).get("verify") is False:  # spec 10 §4, loudly
+            logger.warning("provider %r: %s", obj.slug, VERIFY_OFF)
+            messages.warning(request, f"{obj.slug}: {VERIFY_OFF}.")
 
     def save_formset(
         self, request: HttpRequest, form: Any, formset: Any, change: bool

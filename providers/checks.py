@@ -6,7 +6,8 @@ from typing import Any
 
 from cryptography.fernet import Fernet
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError
 
 from gateway.kernel.session import CREDENTIAL_HEADERS
 
@@ -102,3 +103,32 @@ def _is_fernet_key(key: str) -> bool:
     except (ValueError, UnicodeEncodeError):
         return False
     return True
+
+
+@register(Tags.database)
+def check_tls_verification(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Spec 10 §4: a provider's ``verify: false`` exists only with
+    ``DJANGO_DEBUG=1``.  Reads the providers table, so it runs where Django runs the
+    database checks (``migrate``, ``manage.py check --database default``); the
+    snapshot ignores such a setting without debug in any case."""
+    if settings.DEBUG or not kwargs.get("databases"):
+        return []
+    from providers.models import Provider
+
+    try:
+        slugs = sorted(
+            Provider.objects.filter(settings__verify=False).values_list(
+                "slug", flat=True
+            )
+        )
+    except DatabaseError:  # not migrated yet: nothing stored to refuse
+        return []
+    if not slugs:
+        return []
+    return [
+        Error(
+            f"verify: false on provider(s) {', '.join(slugs)}: TLS verification "
+            "can be turned off only with DJANGO_DEBUG=1.",
+            id="providers.E010",
+        )
+    ]

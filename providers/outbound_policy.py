@@ -58,8 +58,11 @@ hashable and compares by value: equal values share a route, its cached decisions
 ``SSLContext`` and its pooled connections.  ``OutboundPolicy.check(outbound)`` builds
 the TLS context at once and raises ``ValueError`` for unreadable files (for config
 validation); otherwise a bad file fails the provider's calls as a connection error.
-``verify: false`` is not implemented (spec 10 §4 allows it only with a debug-only
-system check; it belongs with the provider settings).
+
+* ``verify``: False turns certificate and host-name verification off for this
+  provider's calls only (spec 10 §4: debug only; validation refuses it, the
+  snapshot ignores it and a system check reports it unless ``DJANGO_DEBUG=1``).  The
+  process policy itself always verifies.
 """
 
 from __future__ import annotations
@@ -172,6 +175,7 @@ class ProviderOutbound:
     client_cert: str | None = None  # PEM, mutual TLS
     client_key: str | None = None  # PEM (None: in client_cert)
     headers: Mapping[str, str] | None = None  # fixed headers, frozen on construction
+    verify: bool = True  # False: no certificate check (debug only, spec 10 §4)
     _proxy: Proxy | None = field(default=None, init=False, compare=False)
     _hash: int = field(default=0, init=False, compare=False)
 
@@ -194,6 +198,7 @@ class ProviderOutbound:
                     self.client_cert,
                     self.client_key,
                     self.headers,
+                    self.verify,
                 )
             ),
         )
@@ -217,6 +222,8 @@ class ProviderOutbound:
                 shown.append(f"{name}={value!r}")
         if self.headers:
             shown.append(f"headers={sorted(self.headers)!r}")
+        if not self.verify:
+            shown.append("verify=False")
         return f"ProviderOutbound({', '.join(shown)})"
 
 
@@ -397,10 +404,14 @@ class ProxyRules:
 # --- trust ------------------------------------------------------------------------
 
 
+_TLSIdentity = tuple[str | None, str | None, str | None, bool]
+_PROCESS_TLS: Final[_TLSIdentity] = (None, None, None, True)
+
+
 class TLSConfig:
-    """One TLS identity (extra CA bundle, client certificate and key); its
-    ``SSLContext`` is built on first use and cached.  Interned by the policy, so
-    identity is equality (a connection pool key part)."""
+    """One TLS identity (extra CA bundle, client certificate and key, whether the
+    server is verified); its ``SSLContext`` is built on first use and cached.
+    Interned by the policy, so identity is equality (a connection pool key part)."""
 
     __slots__ = (
         "_context",
@@ -409,6 +420,7 @@ class TLSConfig:
         "ca_bundle",
         "client_cert",
         "client_key",
+        "verify",
     )
 
     def __init__(
@@ -417,11 +429,13 @@ class TLSConfig:
         ca_bundle: str | None,
         client_cert: str | None,
         client_key: str | None,
+        verify: bool = True,
     ) -> None:
         self._policy = policy
         self.ca_bundle = ca_bundle
         self.client_cert = client_cert
         self.client_key = client_key
+        self.verify = verify
         self._context: ssl.SSLContext | None = None
         self._lock = threading.Lock()
 
@@ -445,7 +459,8 @@ class TLSConfig:
     def __repr__(self) -> str:
         return (
             f"TLSConfig(ca_bundle={self.ca_bundle!r}, client_cert="
-            f"{self.client_cert!r}, client_key={self.client_key!r})"
+            f"{self.client_cert!r}, client_key={self.client_key!r}, "
+            f"verify={self.verify!r})"
         )
 
 
@@ -491,7 +506,7 @@ class OutboundPolicy:
 
     ``ssl_context`` (tests, and ``UpstreamClient`` without a policy) replaces the
     built contexts: it is used as given for every route, and a route that asks for
-    its own CA bundle or client certificate is refused (``ValueError``).
+    its own CA bundle, client certificate or ``verify`` is refused (``ValueError``).
     """
 
     def __init__(
@@ -506,7 +521,7 @@ class OutboundPolicy:
         self.ca_bundle = ca_bundle
         self.user_agent = user_agent
         self._ssl_context = ssl_context
-        self._tls: dict[tuple[str | None, str | None, str | None], TLSConfig] = {}
+        self._tls: dict[_TLSIdentity, TLSConfig] = {}
         self._routes: dict[ProviderOutbound | None, Route] = {}
         self._lock = threading.Lock()
 
@@ -543,11 +558,16 @@ class OutboundPolicy:
 
     def _new_route(self, outbound: ProviderOutbound | None) -> Route:
         fixed: Mapping[str, str] = {}
-        identity: tuple[str | None, str | None, str | None] = (None, None, None)
+        identity = _PROCESS_TLS
         if outbound is not None:
             fixed = outbound.headers or {}
-            identity = (outbound.ca_bundle, outbound.client_cert, outbound.client_key)
-        if self._ssl_context is not None and identity != (None, None, None):
+            identity = (
+                outbound.ca_bundle,
+                outbound.client_cert,
+                outbound.client_key,
+                outbound.verify,
+            )
+        if self._ssl_context is not None and identity != _PROCESS_TLS:
             raise ValueError("a fixed ssl_context cannot take a provider's TLS files")
         headers = list(fixed.items())
         if self.user_agent and not any(k.lower() == "user-agent" for k in fixed):
@@ -568,5 +588,8 @@ class OutboundPolicy:
             context.load_verify_locations(cafile=tls.ca_bundle)
         if tls.client_cert:
             context.load_cert_chain(tls.client_cert, tls.client_key)
+        if not tls.verify:  # a provider's debug-only ``verify: false`` (spec 10 §4)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         context.set_alpn_protocols([ALPN_HTTP11])
         return context

@@ -3,9 +3,10 @@ kind, the base URL, the auth style and the models.dev provider id, so a model ro
 needs only its id; anything given explicitly overrides the preset.
 
 A preset whose kind this gateway does not have yet is refused at validation, naming
-the kind.  Base URLs and models.dev ids are the providers' published ones.  Perplexity
-is not a preset yet: its API lives at the host's root (``/chat/completions``), which
-the ``/v1`` rule for bare hosts (``dialects.base.endpoint_url``) cannot express.
+the kind.  Base URLs and models.dev ids are the providers' published ones.
+Perplexity's API lives at the host's root (``/chat/completions``): its host is one of
+``dialects.base.ROOT_API_HOSTS``, which the ``/v1`` rule for bare hosts leaves as
+given.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ PRESETS = MappingProxyType(
         "xai": Preset("openai", "https://api.x.ai/v1", "xai", label="xAI"),
         "cerebras": Preset(
             "openai", "https://api.cerebras.ai/v1", "cerebras", label="Cerebras"
+        ),
+        "perplexity": Preset(
+            "openai", "https://api.perplexity.ai", "perplexity", label="Perplexity"
         ),
         "ollama": Preset(
             "openai",

@@ -10,6 +10,7 @@ touches the database: referential checks read a ``ConfigIndex`` built by the cal
 from __future__ import annotations
 
 import datetime
+import logging
 import math
 import os
 import re
@@ -38,6 +39,8 @@ CAPABILITIES = ("tools", "vision", "reasoning", "json", "embeddings")
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_MESSAGE = "must not contain NUL or unpaired surrogate characters"
 _MAX_WALK_DEPTH = 200
+
+logger = logging.getLogger(__name__)
 
 
 def http_url(value: str) -> bool:
@@ -359,6 +362,7 @@ PROVIDER_KEYS = frozenset(
         "client_key",
         "headers",
         "models_dev_id",
+        "verify",
     }
 )
 #: every kind's credential fields (spec 10 §3): a connection's secrets and plain
@@ -408,6 +412,10 @@ SECRET_ROUTING_SETTINGS = frozenset({"authority_host"})
 #: the kinds whose models may name a ``deployment`` (spec 10 §1)
 DEPLOYMENT_KINDS = frozenset({"azure"})
 SECRET_MASK = "***"
+VERIFY_OFF = (
+    "TLS verification is OFF for this provider: any certificate is accepted "
+    "(debug only, never in production)"
+)
 
 
 def _preset(data: dict[str, Any], check: Checker) -> Preset | None:
@@ -491,7 +499,8 @@ MAX_FIXED_HEADERS = 50
 
 def _outbound_settings(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     """``ca_bundle``, ``client_cert``, ``client_key`` (readable files), ``headers``
-    (a mapping of header names to values) and ``models_dev_id`` (spec 10 §4, §5)."""
+    (a mapping of header names to values), ``models_dev_id`` and ``verify``
+    (spec 10 §4, §5)."""
     found: dict[str, Any] = {}
     for name in ("ca_bundle", "client_cert", "client_key"):
         path = check.string(data, name, max_len=500)
@@ -502,25 +511,45 @@ def _outbound_settings(data: dict[str, Any], check: Checker) -> dict[str, Any]:
         found[name] = path
     if ("client_cert" in found) != ("client_key" in found):
         check.error("client_key", "client_cert and client_key go together")
-    headers = data.get("headers")
+    headers = _fixed_headers(data.get("headers"), check)
     if headers is not None:
-        if not isinstance(headers, dict) or len(headers) > MAX_FIXED_HEADERS:
-            check.error("headers", f"must be a mapping of at most {MAX_FIXED_HEADERS}")
-        else:
-            bad = False
-            for name, value in headers.items():
-                if not isinstance(name, str) or not _HEADER_NAME.match(name):
-                    check.error("headers", f"'{name}' is not a header name")
-                    bad = True
-                elif not isinstance(value, str) or re.search(r"[\r\n\x00]", value):
-                    check.error(f"headers.{name}", "must be a one-line string")
-                    bad = True
-            if not bad:
-                found["headers"] = dict(headers)
+        found["headers"] = headers
     models_dev_id = check.string(data, "models_dev_id", max_len=100)
     if models_dev_id:
         found["models_dev_id"] = models_dev_id
+    if not check.boolean(data, "verify", True):
+        _verify_off(data, found, check)
     return found
+
+
+def _fixed_headers(headers: Any, check: Checker) -> dict[str, str] | None:
+    """The provider's ``headers`` mapping, or None (absent or refused)."""
+    if headers is None:
+        return None
+    if not isinstance(headers, dict) or len(headers) > MAX_FIXED_HEADERS:
+        check.error("headers", f"must be a mapping of at most {MAX_FIXED_HEADERS}")
+        return None
+    bad = False
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            check.error("headers", f"'{name}' is not a header name")
+            bad = True
+        elif not isinstance(value, str) or re.search(r"[\r\n\x00]", value):
+            check.error(f"headers.{name}", "must be a one-line string")
+            bad = True
+    return None if bad else dict(headers)
+
+
+def _verify_off(data: dict[str, Any], found: dict[str, Any], check: Checker) -> None:
+    """``verify: false`` (spec 10 §4): only with ``DJANGO_DEBUG=1``, and loudly."""
+    from django.conf import settings
+
+    if not settings.DEBUG:
+        check.error("verify", "false is allowed only with DJANGO_DEBUG=1")
+        return
+    found["verify"] = False
+    check.warn("verify", VERIFY_OFF)
+    logger.warning("provider %r: %s", data.get("slug"), VERIFY_OFF)
 
 
 def _proxy_url(data: dict[str, Any], check: Checker) -> str | None:

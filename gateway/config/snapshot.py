@@ -167,19 +167,34 @@ def provider_outbound(settings_: Mapping[str, Any]) -> ProviderOutbound | None:
             client_cert=settings_.get("client_cert"),
             client_key=settings_.get("client_key"),
             headers=settings_.get("headers"),
+            verify=_verify(settings_),
         )
     except ValueError as exc:
         logger.warning("provider outbound settings unusable: %s", exc)
         return None
 
 
+def _verify(settings_: Mapping[str, Any]) -> bool:
+    """A stored ``verify: false`` turns verification off only under
+    ``DJANGO_DEBUG=1`` (spec 10 §4); otherwise it is ignored, loudly."""
+    if settings_.get("verify") is not False:
+        return True
+    if settings.DEBUG:
+        return False
+    logger.error(
+        "a provider's verify: false is ignored: TLS verification stays on "
+        "(it exists only with DJANGO_DEBUG=1)"
+    )
+    return True
+
+
 def _outbound(provider: Provider) -> Mapping[str, Any]:
     """The provider's outbound settings (spec 10 §4): ``proxy_url`` (decrypted),
-    ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``."""
+    ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``, ``verify``."""
     found: dict[str, Any] = {
         k: v
         for k, v in (provider.settings or {}).items()
-        if k in ("ca_bundle", "client_cert", "client_key", "headers")
+        if k in ("ca_bundle", "client_cert", "client_key", "headers", "verify")
     }
     if provider.proxy_url:
         found["proxy_url"] = provider.proxy_url

@@ -27,15 +27,22 @@ from gateway.kernel.types import Auth
 JSON = dict[str, Any]
 
 
+#: hosts whose API lives at the root, with no version prefix: a bare base URL of
+#: one of them is used as given (``https://api.perplexity.ai/chat/completions``)
+ROOT_API_HOSTS = frozenset({"api.perplexity.ai"})
+
+
 def endpoint_url(base_url: str, path: str) -> str:
     """``base_url`` joined with an endpoint ``path`` (``/chat/completions``).
 
     A base URL with no path (``https://api.anthropic.com``, ``http://host:8080``) gets
-    the API version prefix ``/v1``, as the vendors' own SDKs add it; a base URL with a
-    path (``https://api.openai.com/v1``, ``https://host/proxy``) is used as given.
+    the API version prefix ``/v1``, as the vendors' own SDKs add it, unless its host
+    is one of ``ROOT_API_HOSTS``; a base URL with a path
+    (``https://api.openai.com/v1``, ``https://host/proxy``) is used as given.
     """
     base = base_url.rstrip("/")
-    if urlsplit(base).path in ("", "/"):
+    parts = urlsplit(base)
+    if parts.path in ("", "/") and parts.hostname not in ROOT_API_HOSTS:
         base += "/v1"
     return base + path
 
@@ -118,6 +125,9 @@ class UpstreamCall:
     operation: str = "chat"
     #: ``POST`` with ``body``, or ``GET`` (a model list, spec 10 §2)
     method: str = "POST"
+    #: the key of a ``count_tokens`` answer that holds the count (Gemini's
+    #: ``totalTokens``)
+    count_field: str = "input_tokens"
     #: signs the serialised body just before it is sent (None: nothing to sign)
     sign: Signer | None = field(default=None, compare=False, repr=False)
 
@@ -270,8 +280,10 @@ class Dialect(Protocol):
         forward: tuple[tuple[str, str], ...],
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        """A Messages ``count_tokens`` body aimed at ``model`` (only where
-        ``counts_tokens``); the 2xx answer is ``{"input_tokens": n}``."""
+        """A ``count_tokens`` request aimed at ``model`` (only where
+        ``counts_tokens``): ``body`` is the client's Messages body when the dialect
+        speaks ``messages``, else the canonical chat body; the 2xx answer holds the
+        count under the call's ``count_field``."""
         ...
 
     def list_models_request(

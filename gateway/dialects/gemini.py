@@ -6,7 +6,7 @@ ways.  The API key goes in the ``x-goog-api-key`` header, never in the URL.
 Endpoints (``{base}`` is the provider's base URL; ``/v1beta`` is added unless its path
 already ends with it, or ``/v1alpha``; a trailing ``/v1`` becomes ``/v1beta``):
 ``{base}/v1beta/models/{model}:generateContent``, ``:streamGenerateContent?alt=sse``
-and ``:batchEmbedContents``.
+``:batchEmbedContents`` and ``:countTokens``.
 
 Request (canonical OpenAI chat body -> ``GenerateContentRequest``):
 
@@ -90,6 +90,10 @@ Errors: ``{"error": {"code", "message", "status"}}`` -> ``UpstreamError`` with t
 ``status`` as ``code`` and an OpenAI-style ``type`` (``RESOURCE_EXHAUSTED`` ->
 ``rate_limit_error``, ...), so ``kernel.errors`` classifies it as spec 10 §1 says;
 Gemini sends the matching HTTP status (429, 503, 500, 400, 401, 403, 404) as well.
+
+Counting (``/v1/messages/count_tokens``, spec 09 §4.5): the canonical body becomes a
+``:countTokens`` request whose ``generateContentRequest`` is the translated request
+above without ``generationConfig``; the reply's ``totalTokens`` is ``input_tokens``.
 
 Embeddings: the OpenAI body -> ``:batchEmbedContents`` with one request per input
 string (``outputDimensionality`` from ``dimensions``); the vectors come back as the
@@ -684,6 +688,17 @@ def generate_body(body: JSON) -> JSON:
     return out
 
 
+def count_body(body: JSON, *, model: str) -> JSON:
+    """A canonical chat request -> a ``CountTokensRequest``: the whole
+    ``generateContentRequest`` (so the system instruction and the tools count, as
+    they do in a Messages count), without its ``generationConfig``, which changes
+    no input token."""
+    request = generate_body(body)
+    request.pop("generationConfig", None)
+    name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+    return {"generateContentRequest": {"model": name, **request}}
+
+
 def embed_body(body: JSON, *, model: str) -> JSON:
     """An OpenAI embeddings request -> a ``BatchEmbedContentsRequest``."""
     raw = body.get("input")
@@ -1025,7 +1040,7 @@ class GeminiDialect:
     surfaces: frozenset[str] = frozenset()
     wire = "chat"
     embeddings = True
-    counts_tokens = False
+    counts_tokens = True
     credentials: CredentialShape = API_KEY
 
     def build_request(
@@ -1088,7 +1103,15 @@ class GeminiDialect:
         forward: tuple[tuple[str, str], ...],
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        raise NotImplementedError("Gemini counts tokens of its own body, not Messages")
+        """``:countTokens`` of the canonical ``body`` (``count_body``); the answer's
+        ``totalTokens`` is the count."""
+        return UpstreamCall(
+            url=model_url(base_url, model, "countTokens"),
+            headers=headers(api_key),
+            body=count_body(body, model=model),
+            operation="count_tokens",
+            count_field="totalTokens",
+        )
 
     def list_models_request(
         self, *, base_url: str, api_key: str | None, auth: Auth | None = None

@@ -835,8 +835,9 @@ class MessagesWire(Pipelined):
 
 class CountTokensWire(MessagesWire):
     """``/v1/messages/count_tokens`` (spec 09 §4.5): the prompt's input tokens, from
-    the first candidate whose upstream counts tokens itself (an Anthropic-kind one,
-    by passthrough, the next on a failover trigger), else counted here with the
+    the first candidate whose upstream counts tokens itself (an Anthropic-kind one
+    by passthrough, a Gemini one by ``:countTokens``; the next on a failover
+    trigger), else counted here with the
     estimator of the context-window checks (``X-OmniRoute-Token-Count:
     estimated``); the model must resolve for the key as on ``/v1/messages``.  Not
     billed, no limit consumed."""
@@ -864,7 +865,7 @@ class CountTokensWire(MessagesWire):
         counted = await count_upstream(ctx.table, chain, request, rec)
         calls = len(rec.attempts)
         headers = [JSON_CONTENT_TYPE]
-        if counted is not None:  # an Anthropic-kind candidate counted it (09 §4.5)
+        if counted is not None:  # an upstream counted it (09 §4.5)
             rec.succeed(counted.target, 200, calls, len(chain) > 1)
             count = counted.input_tokens
             served: str | None = counted.target.model_key

@@ -120,7 +120,7 @@ class ProviderInfo:
     #: the upstream wire of its models: ``chat`` (the kind's own) or ``responses``
     wire: str = "chat"
     #: outbound settings (spec 10 §4): ``proxy_url`` ("none" = no proxy),
-    #: ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``
+    #: ``ca_bundle``, ``client_cert``, ``client_key``, ``headers``, ``verify``
     settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     #: the same as the outbound policy's ``ProviderOutbound`` (built once with the
     #: table; None: the process policy), what its calls are routed by

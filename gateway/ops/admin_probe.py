@@ -5,7 +5,9 @@
   (``providers.services.add_discovered_models``).  Reached from the provider
   change form ("List upstream models") and the provider list's action.
 * ``test_connection_view``: one minimal request with each listed connection's
-  credential (``?ids=1,2``), reported as admin messages on the connection list.
+  credential (``?ids=1,2``), reported as admin messages on the connection list
+  (``&back=change``, from the connection form's "Test connection" button: on that
+  form).
 
 Both need the change permission of the model they probe; both feed no health.
 """
@@ -76,4 +78,8 @@ def test_connection_view(request: HttpRequest) -> HttpResponse:
         info = probe_info(connection.provider, connection)
         level, text = _report(connection, test_connection(info, info.connections[0]))
         messages.add_message(request, level, text)
+    if request.GET.get("back") == "change" and len(ids) == 1:  # the form's button
+        return HttpResponseRedirect(
+            reverse("admin:providers_connection_change", args=[ids[0]])
+        )
     return HttpResponseRedirect(reverse("admin:providers_connection_changelist"))

@@ -1,9 +1,10 @@
 """``count_tokens`` upstream (spec 09 §4.5): the chain's candidates in declared order
 (combos and ``auto`` ids as ``plan_targets`` lists them, without planning, so no
-strategy state moves), the first whose dialect counts tokens itself asked by
-passthrough, the next such one on a failover trigger.  Each call is an attempt row
-of the request's log record; not billed, no limits, no health fed: a count is not
-an answer."""
+strategy state moves), the first whose dialect counts tokens itself asked (by
+passthrough when it speaks Messages, else with the canonical body it translates,
+as Gemini's ``:countTokens``), the next such one on a failover trigger.  Each call
+is an attempt row of the request's log record; not billed, no limits, no health
+fed: a count is not an answer."""
 
 from __future__ import annotations
 
@@ -84,11 +85,14 @@ async def count_upstream(
                 upstream.AttemptResult(started=time.perf_counter()), exc
             )
         else:
+            passthrough = "messages" in dialect.surfaces
             call = dialect.count_tokens_request(
                 base_url=target.connection.base_url or target.provider.base_url,
                 api_key=target.connection.api_key,
                 model=target.model.model_id,
-                body=_without_output_fields(original.body),
+                body=_without_output_fields(
+                    original.body if passthrough else request.body
+                ),
                 forward=original.forward,
                 auth=auth,
             )
@@ -99,7 +103,7 @@ async def count_upstream(
                 timeout_s=timeout_s,
                 created=int(started_wall),
             )
-        result.passthrough = True
+        result.passthrough = "messages" in dialect.surfaces
         rec.upstream_wait_s += result.latency_s
         failure = result.failure
         item = Item(
@@ -125,5 +129,8 @@ async def count_upstream(
 
 def _without_output_fields(body: dict[str, Any]) -> dict[str, Any]:
     """A count_tokens body has no output settings (the endpoint refuses them)."""
-    drop = ("max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences")
+    drop = (
+        *("max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences"),
+        *("stream_options", "stop", "max_completion_tokens"),
+    )
     return {k: v for k, v in body.items() if k not in drop}

@@ -228,7 +228,9 @@ async def call_json(
         result.failure = classify_transport(_transport_failure(exc))
         result.error = UpstreamError(message=str(exc) or type(exc).__name__)
     else:
-        _finish_json(result, dialect, response, body, created, call.operation)
+        _finish_json(
+            result, dialect, response, body, created, call.operation, call.count_field
+        )
     result.latency_s = time.perf_counter() - result.started
     result.upstream_wait_s = result.latency_s
     return result
@@ -241,6 +243,7 @@ def _finish_json(
     body: bytes,
     created: int,
     operation: str = "chat",
+    count_field: str = "input_tokens",
 ) -> None:
     passthrough = result.passthrough
     status = response.status_code
@@ -254,7 +257,7 @@ def _finish_json(
         if operation == "embeddings":  # the vectors are the answer (09 §5)
             completion = dialect.parse_embeddings(payload)
         elif operation == "count_tokens":  # the count is the answer (09 §4.5)
-            completion = _token_count(payload)
+            completion = _token_count(payload, count_field)
         elif operation == "models":  # a model list (spec 10 §2)
             completion = {"models": dialect.parse_model_list(payload)}
         else:
@@ -270,10 +273,10 @@ def _finish_json(
     result.usage = usage if isinstance(usage, dict) else None
 
 
-def _token_count(payload: Any) -> dict[str, Any]:
-    count = payload.get("input_tokens") if isinstance(payload, dict) else None
+def _token_count(payload: Any, field: str = "input_tokens") -> dict[str, Any]:
+    count = payload.get(field) if isinstance(payload, dict) else None
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise BadUpstreamResponse("count_tokens reply has no input_tokens")
+        raise BadUpstreamResponse(f"count_tokens reply has no {field}")
     return {"input_tokens": count}
 
 

@@ -10,7 +10,8 @@
   ``thoughtSignature``.
 * ``:batchEmbedContents``: one deterministic vector per request (its
   ``outputDimensionality``), no usage (as Gemini reports none).
-* ``:countTokens``: ``{"totalTokens": n}``.
+* ``:countTokens``: ``{"totalTokens": n}``, ``n`` from the size of the request's
+  contents, system instruction and tools (``count_of``).
 * ``GET /v1beta/models``: the model list (``models/<id>`` names).
 
 Errors are Gemini's ``{"error": {"code", "message", "status"}}`` with the status
@@ -26,7 +27,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from providers.mock_upstream.core import MockBehaviour
+from providers.mock_upstream.core import CHARS_PER_TOKEN, MockBehaviour
 from providers.mock_upstream.reply import _arguments_object, _Call, _Frames
 from providers.mock_upstream.wire import EMBEDDING_DIMENSIONS, _vector, _Wire
 
@@ -207,13 +208,25 @@ class _EmbedWire:
         return b""
 
 
+def count_of(request: Mapping[str, Any]) -> int:
+    """The mock's count of a ``CountTokensRequest``: the size of its contents,
+    system instruction and tools (under ``generateContentRequest`` or, the short
+    form, ``contents`` alone), a token per 4 bytes of JSON, at least 1."""
+    inner = request.get("generateContentRequest")
+    source = inner if isinstance(inner, dict) else request
+    counted = {
+        k: source[k] for k in ("contents", "systemInstruction", "tools") if k in source
+    }
+    return max(1, len(orjson.dumps(counted)) // CHARS_PER_TOKEN)
+
+
 class _CountWire(_EmbedWire):
-    """``countTokens``: the prompt's size."""
+    """``countTokens``: the prompt's size (``count_of``)."""
 
     def message(
         self, call: _Call, behaviour: MockBehaviour, tokens: Sequence[str]
     ) -> dict[str, Any]:
-        return {"totalTokens": max(1, call.prompt_tokens)}
+        return {"totalTokens": count_of(call.request)}
 
 
 GENERATE = _GenerateWire()

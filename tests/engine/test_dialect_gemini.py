@@ -91,7 +91,7 @@ def test_the_kind_is_registered_with_its_declarations():
         frozenset(),
         "chat",
         True,
-        False,
+        True,
     )
 
 
@@ -1220,10 +1220,83 @@ def test_the_model_list(dialect):
         dialect.parse_model_list({"data": []})
 
 
-def test_count_tokens_and_passthrough_are_not_offered(dialect):
+def test_count_tokens_sends_the_translated_request_to_count_tokens(dialect):
+    body = {
+        "model": "ignored",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello"},
+        ],
+        "tools": [WEATHER],
+        "max_tokens": 100,
+        "reasoning_effort": "high",
+    }
+    call = dialect.count_tokens_request(
+        base_url=BASE_URL,
+        api_key="gm-key",
+        model=MODEL,
+        body=body,
+        forward=(("anthropic-beta", "x"),),
+    )
+    assert call.url == f"{BASE_URL}/v1beta/models/{MODEL}:countTokens"
+    assert call.headers == {
+        "content-type": "application/json",
+        "x-goog-api-key": "gm-key",
+    }
+    assert (call.method, call.operation, call.count_field) == (
+        "POST",
+        "count_tokens",
+        "totalTokens",
+    )
+    inner = call.body["generateContentRequest"]
+    assert inner["model"] == f"models/{MODEL}"
+    assert inner["contents"] == [{"role": "user", "parts": [{"text": "hello"}]}]
+    assert inner["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert inner["tools"][0]["functionDeclarations"][0]["name"] == "get_weather"
+    assert "generationConfig" not in inner  # changes no input token
+    assert list(call.body) == ["generateContentRequest"]
+
+
+def test_count_tokens_keeps_a_model_path_as_given(dialect):
+    call = dialect.count_tokens_request(
+        base_url=f"{BASE_URL}/v1",
+        api_key=None,
+        model="tunedModels/mine",
+        body={"messages": [{"role": "user", "content": "x"}]},
+        forward=(),
+    )
+    assert call.url == f"{BASE_URL}/v1beta/tunedModels/mine:countTokens"
+    assert call.body["generateContentRequest"]["model"] == "tunedModels/mine"
+    assert "x-goog-api-key" not in call.headers
+
+
+def test_the_count_of_a_count_tokens_reply_is_total_tokens():
+    from gateway.pipeline.upstream import _token_count
+
+    assert _token_count(
+        {"totalTokens": 31, "cachedContentTokenCount": 4}, "totalTokens"
+    ) == {"input_tokens": 31}
+    for bad in (
+        {},
+        {"totalTokens": -1},
+        {"totalTokens": True},
+        {"input_tokens": 3},
+        [],
+    ):
+        with pytest.raises(BadUpstreamResponse):
+            _token_count(bad, "totalTokens")
+
+
+def test_passthrough_is_not_offered(dialect):
     with pytest.raises(NotImplementedError):
-        dialect.count_tokens_request(
-            base_url=BASE_URL, api_key=None, model=MODEL, body={}, forward=()
+        dialect.passthrough_request(
+            base_url=BASE_URL,
+            api_key=None,
+            model=MODEL,
+            body={},
+            stream=False,
+            forward=(),
+            surface="messages",
         )
 
 

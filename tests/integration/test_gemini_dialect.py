@@ -321,6 +321,61 @@ def test_a_streamed_messages_tool_call_comes_from_gemini(gemini, upstream):
     assert upstream.requests()[-1]["path"].endswith(":streamGenerateContent?alt=sse")
 
 
+def test_count_tokens_asks_gemini_count_tokens(gemini, upstream):
+    """Spec 09 §4.5 through a Gemini target: the Messages prompt is translated into
+    a ``:countTokens`` request and its ``totalTokens`` is the answer."""
+    from providers.mock_upstream.wire_gemini import count_of
+
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    counted = client.messages.with_raw_response.count_tokens(
+        model="gm/g1",
+        system="Be brief.",
+        messages=[{"role": "user", "content": "hello " * 50}],
+        tools=[
+            {
+                "name": "get_weather",
+                "description": "The weather of a city",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                },
+            }
+        ],
+    )
+    headers = counted.http_response.headers
+    assert "x-omniroute-token-count" not in headers  # the upstream counted it
+    assert headers["x-omniroute-served-model"] == "gm/g1"
+    sent = upstream.requests()[-1]
+    assert sent["path"] == "/v1beta/models/g1:countTokens"
+    assert sent["headers"]["x-goog-api-key"] == GEMINI_KEY
+    inner = sent["body"]["generateContentRequest"]
+    assert inner["model"] == "models/g1"
+    assert inner["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert inner["contents"][0]["parts"][0]["text"].startswith("hello hello")
+    assert inner["tools"][0]["functionDeclarations"][0]["name"] == "get_weather"
+    assert counted.parse().input_tokens == count_of(sent["body"])
+    row = gemini.requests_log()[-1]
+    assert (row["endpoint"], row["served_model"], row["cost_usd"]) == (
+        "count_tokens",
+        "gm/g1",
+        None,
+    )
+    attempt = gemini.attempts_log(row["id"])[-1]
+    assert (attempt["passthrough"], attempt["billable"]) == (0, 0)
+
+
+def test_a_rate_limited_gemini_count_is_estimated_locally(gemini, upstream):
+    upstream.add("g1", status=429, times=1)
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    counted = client.messages.with_raw_response.count_tokens(
+        model="gm/g1", messages=[{"role": "user", "content": "hello " * 50}]
+    )
+    assert counted.parse().input_tokens > 50
+    assert counted.http_response.headers["x-omniroute-token-count"] == "estimated"
+    assert upstream.requests()[-1]["path"] == "/v1beta/models/g1:countTokens"
+    assert _health(gemini, "gm")["cooldown_until"] is None  # a count feeds no health
+
+
 def test_a_responses_request_is_translated_to_gemini(oai, upstream):
     response = oai.responses.create(
         model="gm/g1", input="hello", instructions="Be brief.", store=False
