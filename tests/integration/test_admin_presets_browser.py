@@ -67,7 +67,7 @@ def page(browser: Any, gateway: Gateway, operator: tuple[str, str]) -> Iterator[
     tab.goto("/admin/login/?next=/admin/")
     tab.fill("#id_username", operator[0])
     tab.fill("#id_password", operator[1])
-    tab.click("input[type=submit]")
+    tab.click("#login-form [type=submit]")
     tab.wait_for_url("**/admin/")
     yield tab
     context.close()
@@ -90,7 +90,7 @@ def test_add_a_provider_from_a_preset_test_it_and_add_an_upstream_model(
 
     # "Add provider" opens on the preset list; the OpenAI preset fills the form
     page.goto("/admin/providers/provider/")
-    page.click(".object-tools a.addlink")
+    page.click("a.addlink")
     page.wait_for_url("**/admin/providers/provider/add/")
     assert page.locator("#presets tr[data-preset='groq']").is_visible()
     page.click("#preset-openai")
@@ -101,7 +101,7 @@ def test_add_a_provider_from_a_preset_test_it_and_add_an_upstream_model(
     assert page.input_value("#id_preset") == "openai"
     page.fill("#id_slug", SLUG)
     page.fill("#id_base_url", upstream.url)  # the mock provider on loopback (…/v1)
-    page.click("input[name=_continue]")
+    page.click("[name=_continue]")
     page.wait_for_url("**/admin/providers/provider/*/change/**")
     provider_change = page.url
 
@@ -110,11 +110,12 @@ def test_add_a_provider_from_a_preset_test_it_and_add_an_upstream_model(
     page.select_option("#id_provider", label=SLUG)
     page.fill("#id_name", "main")
     page.fill("#id_api_key", UPSTREAM_KEY)
-    page.click("input[name=_continue]")
+    page.click("[name=_continue]")
     page.wait_for_url("**/admin/providers/connection/*/change/**")
     with page.expect_navigation():  # back to this same form, with the result
         page.click("#test-connection")
-    result = page.inner_text("ul.messagelist li.success").lower()  # capitalised
+    # the theme shows a success message as a green box
+    result = page.inner_text("div.bg-green-100").lower()  # capitalised
     assert f"{SLUG}@main: ok, http 200" in result
     listed = [r for r in upstream.requests() if r["path"].endswith("/models")]
     assert listed[-1]["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"
@@ -128,7 +129,7 @@ def test_add_a_provider_from_a_preset_test_it_and_add_an_upstream_model(
     page.check("#discovered input[value='browser-m1']")
     page.click("#discovered input[type=submit]")
     page.wait_for_url("**/admin/providers/provider/*/change/")
-    assert "added 1 model(s)" in page.inner_text("ul.messagelist li.success")
+    assert "added 1 model(s)" in page.inner_text("div.bg-green-100")
     assert _model_ids(gateway) == {"browser-m1"}
 
     # the model added from the upstream's list serves
