@@ -6,4 +6,10 @@ class ProvidersConfig(AppConfig):
     verbose_name = "Providers"
 
     def ready(self) -> None:
-        from providers import checks  # noqa: F401  (registers system checks)
+        from providers import (
+            checks,  # noqa: F401  (registers system checks)
+            credential_sources,
+            vertex_auth,
+        )
+
+        credential_sources.MINTERS.setdefault("vertex", vertex_auth.MINTER)

@@ -40,6 +40,8 @@ from providers.mock_upstream.wire_gemini import PREFIX as GEMINI_PREFIX
 from providers.mock_upstream.wire_gemini import error_body as gemini_error
 from providers.mock_upstream.wire_gemini import models as gemini_models
 from providers.mock_upstream.wire_gemini import route as gemini_route
+from providers.mock_upstream.wire_vertex import answer as vertex_answer
+from providers.mock_upstream.wire_vertex import is_vertex
 
 
 def answer(
@@ -51,6 +53,8 @@ def answer(
         return _control(state, method, route, body)
     if route.startswith(GEMINI_PREFIX):
         return _gemini(state, method, route, path, headers, body)
+    if is_vertex(route):
+        return vertex_answer(state, method, route, path, headers, body, _completion)
     wire = _WIRES.get(route)
     if wire is not None and method == "POST":
         return _completion(state, wire, path, headers, body)
