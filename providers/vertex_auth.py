@@ -126,10 +126,11 @@ def _credentials(auth: Auth, request: _PolicyRequest) -> Any:
     if text:
         try:
             info = json.loads(text)
+            quota = info.get("quota_project_id") if isinstance(info, dict) else None
             return service_account.Credentials.from_service_account_info(
-                info, scopes=list(SCOPES)
+                info, scopes=list(SCOPES), quota_project_id=quota or None
             )
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise CredentialUnavailable(
                 "auth", f"the service account JSON is unusable ({type(exc).__name__})"
             ) from None

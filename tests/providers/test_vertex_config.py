@@ -1,0 +1,141 @@
+"""A ``vertex`` provider in configuration (spec 10 §2, §3, §5): the preset, the
+credential fields checked at save naming the field, references kept, and the
+snapshot resolving a connection's endpoint and publisher."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from combos.admin_forms import format_targets, parse_target_line, split_target
+from providers.validation import Checker, validate_provider
+
+SA = json.dumps(
+    {
+        "type": "service_account",
+        "client_email": "a@p.iam.gserviceaccount.com",
+        # a placeholder, not a key: only its PEM framing is checked at save
+        "private_key": "-----BEGIN " + "PRIVATE KEY-----\nAAAA\n-----END",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+)
+
+
+def check(**fields: object) -> tuple[dict, list[str]]:
+    data = {"slug": "vx", "preset": "vertex", **fields}
+    checker = Checker("providers[0]")
+    clean = validate_provider(data, checker)
+    return clean, [str(p) for p in checker.problems]
+
+
+def test_the_vertex_preset_is_a_kind_now() -> None:
+    clean, problems = check(
+        project="my-proj",
+        region="us-central1",
+        connections=[{"name": "main", "service_account_json": SA}],
+        models=[{"id": "gemini-2.5-flash"}, {"id": "claude-sonnet-4@20250514"}],
+    )
+    assert problems == []
+    assert clean["kind"] == "vertex"
+    assert clean["base_url"] == ""
+    assert clean["settings"]["models_dev_id"] == "google-vertex"
+    assert clean["settings"]["region"] == "us-central1"
+    connection = clean["connections"][0]
+    assert connection["secrets"] == {"service_account_json": SA}
+
+
+def test_a_connection_may_name_its_own_region_and_a_reference() -> None:
+    _, problems = check(
+        project="my-proj",
+        connections=[
+            {"name": "a", "service_account_json": "env:VX_SA", "region": "global"},
+            {"name": "b", "use_default_credentials": True, "region": "europe-west4"},
+        ],
+    )
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("connection", "problem"),
+    [
+        (
+            {"name": "m", "service_account_json": "{bad"},
+            "providers[0].connections[0].service_account_json: is not valid JSON",
+        ),
+        (
+            {"name": "m"},
+            "providers[0].connections[0].service_account_json: is required",
+        ),
+        (
+            {"name": "m", "service_account_json": SA, "api_key": "k"},
+            "providers[0].connections[0].api_key: not a credential of kind 'vertex'",
+        ),
+        (
+            {"name": "m", "service_account_json": SA, "region": "x.evil"},
+            "providers[0].connections[0].region: must be a region name",
+        ),
+    ],
+)
+def test_an_unusable_credential_is_refused_naming_the_field(
+    connection: dict, problem: str
+) -> None:
+    _, problems = check(project="my-proj", region="us-east5", connections=[connection])
+    assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_a_missing_project_and_region_are_named() -> None:
+    _, problems = check(connections=[{"name": "m", "service_account_json": SA}])
+    assert problems == [
+        "providers[0].connections[0].project: is required for kind 'vertex'",
+        "providers[0].connections[0].region: is required for kind 'vertex'",
+    ]
+
+
+def test_a_model_may_pick_its_publisher_by_wire() -> None:
+    _, problems = check(
+        project="my-proj",
+        region="us-east5",
+        models=[
+            {"id": "my-tuned-claude", "wire": "messages"},
+            {"id": "g", "wire": "responses"},
+        ],
+    )
+    assert problems == [
+        "providers[0].models[1].wire: must be one of: chat, messages (kind 'vertex')"
+    ]
+
+
+# --- a model id holding "@" in a combo's target lines (the admin) -------------------
+
+
+def connections(slug: str) -> set[str]:
+    return {"vx": {"main", "backup"}}.get(slug, set())
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ("vx/claude-sonnet-4@20250514", ("vx/claude-sonnet-4@20250514", None)),
+        ("vx/claude-sonnet-4@20250514@main", ("vx/claude-sonnet-4@20250514", "main")),
+        ("vx/claude-sonnet-4@20250514@*", ("vx/claude-sonnet-4@20250514", None)),
+        ("vx/gemini-2.5-flash@backup", ("vx/gemini-2.5-flash", "backup")),
+        ("vx/gemini-2.5-flash", ("vx/gemini-2.5-flash", None)),
+    ],
+)
+def test_the_connection_is_the_text_after_the_last_at_when_it_names_one(
+    head: str, expected: tuple[str, str | None]
+) -> None:
+    assert split_target(head, connections) == expected
+
+
+def test_a_target_line_with_an_at_in_the_model_reads_back_whole() -> None:
+    targets = [
+        {"model": "vx/claude-sonnet-4@20250514"},
+        {"model": "vx/g", "connection": "main"},
+    ]
+    text = format_targets(targets)
+    assert text == "vx/claude-sonnet-4@20250514@*\nvx/g@main"
+    assert [
+        parse_target_line(line, connections) for line in text.splitlines()
+    ] == targets
