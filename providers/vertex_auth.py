@@ -116,6 +116,10 @@ class _PolicyRequest:
             raise exceptions.TransportError(type(exc).__name__) from None
 
 
+def _is_true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
 def _credentials(auth: Auth, request: _PolicyRequest) -> Any:
     """google-auth credentials for ``auth``; raises ``CredentialUnavailable``."""
     from google import auth as google_auth
@@ -134,6 +138,12 @@ def _credentials(auth: Auth, request: _PolicyRequest) -> Any:
             raise CredentialUnavailable(
                 "auth", f"the service account JSON is unusable ({type(exc).__name__})"
             ) from None
+    if not _is_true(auth.settings.get("use_default_credentials")):
+        raise CredentialUnavailable(
+            "auth",
+            "the connection has no service_account_json "
+            "(or use_default_credentials: true)",
+        )
     try:
         found, _ = google_auth.default(scopes=list(SCOPES), request=cast(Any, request))
     except exceptions.DefaultCredentialsError:

@@ -200,11 +200,18 @@ def check_provider(provider: Mapping[str, Any]) -> list[CredentialProblem]:
     return _check_location(provider)
 
 
+#: what export and the admin show for a stored secret (validation keeps it)
+MASKED = "***"
+
+
 def check_connection(
     connection: Mapping[str, Any], provider: Mapping[str, Any]
 ) -> list[CredentialProblem]:
-    """A service-account JSON or ``use_default_credentials: true`` (not both); a
-    project and a region, the connection's or its provider's."""
+    """A project and a region, the connection's or its provider's; a literal
+    service-account JSON that can mint a token; not that and
+    ``use_default_credentials: true`` together.  A connection given neither passes
+    (an edit that leaves a stored key untouched sends none; a connection without
+    one fails its mint as ``auth``)."""
     problems = _check_location(connection)
     for name in ("project", "region"):
         if connection.get(name) in (None, "") and provider.get(name) in (None, ""):
@@ -220,16 +227,11 @@ def check_connection(
                 "give either service_account_json or use_default_credentials",
             )
         )
-    elif not given and not _is_true(default):
-        problems.append(
-            (
-                "service_account_json",
-                "is required for kind 'vertex' (or use_default_credentials: true)",
-            )
-        )
-    elif isinstance(given, str) and not given.startswith("env:"):
+    elif isinstance(given, str) and given not in ("", MASKED):
+        literal = not given.startswith("env:")  # a reference is read when used
         problems += [
-            ("service_account_json", text) for text in service_account_problems(given)
+            ("service_account_json", text)
+            for text in (service_account_problems(given) if literal else ())
         ]
     return problems
 

@@ -178,3 +178,11 @@ def test_the_token_endpoint_is_reached_through_the_providers_proxy(
     assert [(c.method, c.target) for c in proxy.log] == [
         ("POST", mock.url.removesuffix("/v1") + "/token")
     ]
+
+
+def test_a_connection_without_a_credential_is_refused_as_auth() -> None:
+    with pytest.raises(CredentialUnavailable) as refused:
+        mint(vertex())
+
+    assert refused.value.reason == "auth"
+    assert "service_account_json" in str(refused.value)

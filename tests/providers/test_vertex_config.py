@@ -64,8 +64,8 @@ def test_a_connection_may_name_its_own_region_and_a_reference() -> None:
             "providers[0].connections[0].service_account_json: is not valid JSON",
         ),
         (
-            {"name": "m"},
-            "providers[0].connections[0].service_account_json: is required",
+            {"name": "m", "use_default_credentials": "yes"},
+            "providers[0].connections[0].use_default_credentials: must be true",
         ),
         (
             {"name": "m", "service_account_json": SA, "api_key": "k"},
