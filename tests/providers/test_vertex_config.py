@@ -139,3 +139,44 @@ def test_a_target_line_with_an_at_in_the_model_reads_back_whole() -> None:
     assert [
         parse_target_line(line, connections) for line in text.splitlines()
     ] == targets
+
+
+# --- the admin ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_admin_names_a_malformed_key_and_stores_a_good_one_encrypted() -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from providers.models import Connection, Provider
+
+    provider = Provider.objects.create(
+        slug="vx", kind="vertex", settings={"project": "my-proj", "region": "us-east5"}
+    )
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+    form = {
+        "provider": provider.pk,
+        "name": "main",
+        "tier": "standard",
+        "active": "on",
+        "priority": 0,
+        "max_concurrency": 0,
+    }
+
+    bad = client.post(
+        "/admin/providers/connection/add/",
+        {**form, "service_account_json": "{not json"},
+    )
+    good = client.post(
+        "/admin/providers/connection/add/", {**form, "service_account_json": SA}
+    )
+
+    assert bad.status_code == 200
+    assert "is not valid JSON" in bad.content.decode()
+    assert good.status_code == 302
+    stored = Connection.objects.get(provider=provider, name="main")
+    assert stored.secret_names() == ["service_account_json"]
+    assert "client_email" not in stored.secrets_encrypted
+    assert stored.stored_secrets() == {"service_account_json": SA}
