@@ -51,7 +51,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from gateway.dialects import anthropic, gemini
+from gateway.dialects.anthropic import (
+    AnthropicStreamTranslator,
+    build_messages_body,
+    parse_messages_reply,
+)
+from gateway.dialects.anthropic import error_from_payload as anthropic_error
 from gateway.dialects.base import (
     JSON,
     BadUpstreamResponse,
@@ -61,6 +66,12 @@ from gateway.dialects.base import (
     UpstreamCall,
     sse_decoder,
 )
+from gateway.dialects.gemini import (
+    GeminiStreamTranslator,
+    generate_body,
+    parse_generate_reply,
+)
+from gateway.dialects.gemini import error_from_payload as google_error
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.types import Auth
 
@@ -265,8 +276,8 @@ def publisher_model_ids(payload: Any) -> list[str]:
 def error_from_payload(payload: Any, text: str) -> UpstreamError:
     """Anthropic's envelope (a Claude model's own error) or Google's (Vertex's)."""
     if isinstance(payload, dict) and payload.get("type") == "error":
-        return anthropic.error_from_payload(payload, text)
-    return gemini.error_from_payload(payload, text)
+        return anthropic_error(payload, text)
+    return google_error(payload, text)
 
 
 def embed_body(body: JSON) -> JSON:
@@ -377,11 +388,11 @@ class VertexDialect(_VertexBase):
         return UpstreamCall(
             url=model_url(base_url, auth, GOOGLE, model, method),
             headers=headers(auth),
-            body=gemini.generate_body(body),
+            body=generate_body(body),
         )
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
-        return gemini.parse_generate_reply(payload, created=created)
+        return parse_generate_reply(payload, created=created)
 
     def passthrough_request(
         self,
@@ -430,8 +441,8 @@ class VertexDialect(_VertexBase):
 
     def stream_translator(
         self, *, created: int, raw: bool = False
-    ) -> gemini.GeminiStreamTranslator:
-        return gemini.GeminiStreamTranslator(created=created, raw=raw)
+    ) -> GeminiStreamTranslator:
+        return GeminiStreamTranslator(created=created, raw=raw)
 
 
 def _claude_body(body: JSON, *, stream: bool) -> JSON:
@@ -471,13 +482,13 @@ class VertexAnthropicDialect(_VertexBase):
         auth: Auth | None = None,
     ) -> UpstreamCall:
         url, found = self._call(base_url, auth, model, stream)
-        messages = anthropic.build_messages_body(body, model=model, stream=stream)
+        messages = build_messages_body(body, model=model, stream=stream)
         return UpstreamCall(
             url=url, headers=found, body=_claude_body(messages, stream=stream)
         )
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
-        return anthropic.parse_messages_reply(payload, created=created)
+        return parse_messages_reply(payload, created=created)
 
     def passthrough_request(
         self,
@@ -542,5 +553,5 @@ class VertexAnthropicDialect(_VertexBase):
 
     def stream_translator(
         self, *, created: int, raw: bool = False
-    ) -> anthropic.AnthropicStreamTranslator:
-        return anthropic.AnthropicStreamTranslator(created=created, raw=raw)
+    ) -> AnthropicStreamTranslator:
+        return AnthropicStreamTranslator(created=created, raw=raw)

@@ -228,7 +228,7 @@ def mutate(data: dict[str, Any], path: str, value: Any) -> None:
     ("path", "expected"),
     [
         ("provider_list", "provider_list: unknown section"),
-        ("providers[0].region", "providers[0].region: unknown key"),
+        ("providers[0].regio", "providers[0].regio: unknown key"),
         ("providers[0].connections[0].token", "providers[0].connections[0].token"),
         ("providers[0].connections[0].quota.left", "connections[0].quota.left"),
         ("providers[0].models[0].price", "providers[0].models[0].price: unknown key"),
