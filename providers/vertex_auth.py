@@ -29,6 +29,7 @@ from datetime import UTC
 from types import MappingProxyType
 from typing import Any, Final, cast
 
+from gateway.dialects.vertex_credential import is_true
 from gateway.kernel.types import Auth
 from providers.credential_sources import CredentialUnavailable, Minted
 
@@ -116,10 +117,6 @@ class _PolicyRequest:
             raise exceptions.TransportError(type(exc).__name__) from None
 
 
-def _is_true(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.lower() == "true")
-
-
 def _credentials(auth: Auth, request: _PolicyRequest) -> Any:
     """google-auth credentials for ``auth``; raises ``CredentialUnavailable``."""
     from google import auth as google_auth
@@ -138,7 +135,7 @@ def _credentials(auth: Auth, request: _PolicyRequest) -> Any:
             raise CredentialUnavailable(
                 "auth", f"the service account JSON is unusable ({type(exc).__name__})"
             ) from None
-    if not _is_true(auth.settings.get("use_default_credentials")):
+    if not is_true(auth.settings.get("use_default_credentials")):
         raise CredentialUnavailable(
             "auth",
             "the connection has no service_account_json "

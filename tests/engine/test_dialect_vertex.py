@@ -16,9 +16,9 @@ from gateway.dialects.vertex import (
     VertexAnthropicDialect,
     VertexDialect,
     api_root,
-    check_connection,
     host_url,
 )
+from gateway.dialects.vertex_credential import check_connection
 from gateway.kernel.errors import (
     FailureDetail,
     FailureReason,
