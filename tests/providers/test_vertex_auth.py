@@ -186,3 +186,17 @@ def test_a_connection_without_a_credential_is_refused_as_auth() -> None:
 
     assert refused.value.reason == "auth"
     assert "service_account_json" in str(refused.value)
+
+
+def test_a_failing_token_endpoint_is_a_connection_error(
+    mock: RunningMock, account: ServiceAccount
+) -> None:
+    authority(mock.state).token_status = 503
+    try:
+        with pytest.raises(CredentialUnavailable) as failed:
+            mint(vertex(account.json_text))
+    finally:
+        authority(mock.state).token_status = None
+
+    assert failed.value.reason == "connection_error"
+    assert {r["path"] for r in mock.requests()} == {"/token"}

@@ -180,3 +180,30 @@ def test_the_admin_names_a_malformed_key_and_stores_a_good_one_encrypted() -> No
     assert stored.secret_names() == ["service_account_json"]
     assert "client_email" not in stored.secrets_encrypted
     assert stored.stored_secrets() == {"service_account_json": SA}
+
+
+@pytest.mark.django_db
+def test_the_snapshot_reads_a_file_reference_and_names_the_regional_host(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.config.snapshot import _auth
+    from providers.models import Connection, Provider
+
+    key_file = tmp_path / "sa.json"
+    key_file.write_text(SA)
+    monkeypatch.delenv("VX_SA", raising=False)
+    monkeypatch.setenv("VX_SA_FILE", str(key_file))
+    provider = Provider.objects.create(
+        slug="vx", kind="vertex", settings={"project": "my-proj", "region": "us-east5"}
+    )
+    connection = Connection(provider=provider, name="eu", settings={"region": "global"})
+    connection.set_secrets({"service_account_json": "env:VX_SA"})
+    connection.save()
+
+    auth, base_url = _auth(provider, connection)
+
+    assert auth is not None
+    assert auth.secrets["service_account_json"] == SA
+    assert dict(auth.settings) == {"project": "my-proj", "region": "global"}
+    assert base_url == "https://aiplatform.googleapis.com"
+    assert "VX_SA" not in connection.secrets_encrypted
