@@ -28,6 +28,7 @@ keys without a field (``auto``, ``routerStrategy``) and anything it cannot repre
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
@@ -159,13 +160,34 @@ def parse_json(form: forms.BaseForm, name: str) -> Any:
         return None
 
 
-def parse_target_line(line: str) -> dict[str, Any]:
+def split_target(
+    head: str, connections: Callable[[str], Collection[str]] | None = None
+) -> tuple[str, str | None]:
+    """``provider/model[@connection]`` -> (model, connection).  A model id may hold
+    ``@`` (Vertex's ``claude-sonnet-4@20250514``), so the text after the last ``@``
+    is the connection only when it is ``*`` (any) or names a connection of that
+    provider (``connections(slug)``; without it, any text does); otherwise the
+    whole head is the model."""
+    model, at, connection = head.rpartition("@")
+    if not at or not model:
+        return head, None
+    if connection == "*":
+        return model, None
+    slug = model.partition("/")[0]
+    if connections is None or connection in connections(slug):
+        return model, connection
+    return head, None
+
+
+def parse_target_line(
+    line: str, connections: Callable[[str], Collection[str]] | None = None
+) -> dict[str, Any]:
     head, *options = line.split()
     target: dict[str, Any] = {}
     if head.lower().startswith("combo:"):
         target["combo"] = head[len("combo:") :]
     else:
-        model, _, connection = head.partition("@")
+        model, connection = split_target(head, connections)
         target["model"] = model
         if connection:
             target["connection"] = connection
@@ -184,8 +206,10 @@ def format_targets(data: list[dict[str, Any]]) -> str:
         if "combo" in target:
             head = f"combo:{target['combo']}"
         else:
+            # a model id holding "@" gets an explicit "@*", so it reads back whole
+            suffix = "@*" if "@" in target["model"] else ""
             head = target["model"] + (
-                f"@{target['connection']}" if target.get("connection") else ""
+                f"@{target['connection']}" if target.get("connection") else suffix
             )
         extras = [f"{k}={target[k]}" for k in ("weight", "timeout_ms") if k in target]
         lines.append(" ".join([head, *extras]))
@@ -466,17 +490,23 @@ class ComboForm(forms.ModelForm):
         cleaned = cast(dict[str, Any], super().clean())
         lines = (cleaned.get("targets_text") or "").splitlines()
         config, aliases = self._merge_config(cleaned.get("strategy"))
+        index = services.build_index()
+
+        def connections(slug: str) -> set[str]:
+            entry = index.providers.get(slug.lower())
+            return entry[1] if entry is not None else set()
+
         data = {
             "name": cleaned.get("name"),
             "strategy": cleaned.get("strategy"),
             "active": bool(cleaned.get("active")),
-            "targets": [parse_target_line(line) for line in lines if line.strip()],
+            "targets": [
+                parse_target_line(line, connections) for line in lines if line.strip()
+            ],
             "config": config,
         }
         previous = self.instance.name if self.instance.pk else None
-        _clean, check = services.check_combo(
-            data, services.build_index(), previous_name=previous
-        )
+        _clean, check = services.check_combo(data, index, previous_name=previous)
         aliases.update(targets="targets_text", config="config_text")
         add_problems(self, check.problems, aliases)
         self.config_data, self.warnings = data, check.warnings

@@ -6,7 +6,12 @@ class ProvidersConfig(AppConfig):
     verbose_name = "Providers"
 
     def ready(self) -> None:
-        from providers import checks  # noqa: F401  (registers system checks)
+        from providers import (
+            checks,  # noqa: F401  (registers system checks)
+            credential_sources,
+            vertex_auth,
+        )
         from providers.entra import register as register_entra
 
         register_entra()  # the azure kind's Entra tokens (spec 10 §3)
+        credential_sources.MINTERS.setdefault("vertex", vertex_auth.MINTER)

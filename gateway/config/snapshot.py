@@ -24,7 +24,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
-from gateway.dialects import REGISTRY
+from gateway.dialects import REGISTRY, model_wire
 from gateway.kernel.globs import compile_glob
 from gateway.kernel.types import (
     Auth,
@@ -146,7 +146,7 @@ def _model_info(
         max_output_tokens=row.max_output_tokens,
         capabilities=frozenset(caps) if isinstance(caps, list) else None,
         tier=row.tier or None,
-        wire=row.wire or None,
+        wire=row.wire or model_wire(kind, row.model_id),
         deployment=row.deployment or None,
     )
     if catalog is None:
@@ -283,6 +283,7 @@ def _providers() -> dict[str, ProviderInfo]:
                         model_id=info.default_model,
                         position=position,
                         catalog_row=False,
+                        wire=model_wire(provider.kind, info.default_model),
                     ),
                     index.match(slug, provider.kind, info.default_model),
                 )

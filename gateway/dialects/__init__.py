@@ -9,7 +9,7 @@ one line each; ``dialect_of(target)`` picks a target's dialect.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from gateway.dialects.anthropic import AnthropicDialect
@@ -28,6 +28,7 @@ from gateway.dialects.openai_responses import (
     MockResponsesDialect,
     OpenAIResponsesDialect,
 )
+from gateway.dialects.vertex import VertexAnthropicDialect, VertexDialect, wire_of_model
 from gateway.kernel.types import Target
 
 _DIALECTS: tuple[Dialect, ...] = (
@@ -35,6 +36,7 @@ _DIALECTS: tuple[Dialect, ...] = (
     AnthropicDialect(),
     GeminiDialect(),
     AzureDialect(),
+    VertexDialect(),
     MockDialect(),
 )
 
@@ -45,6 +47,7 @@ _OTHER_WIRES: tuple[Dialect, ...] = (
     OpenAIResponsesDialect(),
     MockResponsesDialect(),
     AzureResponsesDialect(),
+    VertexAnthropicDialect(),
 )
 
 #: (kind, wire) -> its dialect, for every wire of every kind (``chat``: the kind's own)
@@ -54,6 +57,19 @@ WIRES: Mapping[tuple[str, str], Dialect] = MappingProxyType(
         **{(d.kind, d.wire): d for d in _OTHER_WIRES},
     }
 )
+
+
+#: kind -> the wire of a model whose row names none (None: its provider's), where a
+#: model's id decides it (a Vertex ``claude…`` model is Anthropic's publisher)
+_MODEL_WIRES: Mapping[str, Callable[[str], str | None]] = MappingProxyType(
+    {"vertex": wire_of_model}
+)
+
+
+def model_wire(kind: str, model_id: str) -> str | None:
+    """The wire of ``kind``'s model ``model_id`` when its row names none."""
+    pick = _MODEL_WIRES.get(kind)
+    return pick(model_id) if pick is not None else None
 
 
 def wires_of(kind: str) -> tuple[str, ...]:
@@ -82,5 +98,6 @@ __all__ = [
     "UpstreamCall",
     "dialect_for",
     "dialect_of",
+    "model_wire",
     "wires_of",
 ]

@@ -243,6 +243,8 @@ class MockState:
         self.log = RequestLog(max_records)
         self.model_ids = tuple(model_ids)
         self._ids = itertools.count(1)
+        #: a wire's own state that outlives ``reset`` (``wire_vertex``'s tokens)
+        self.extras: dict[str, Any] = {}
 
     def add(
         self, model: str = ANY_MODEL, *, times: int | None = None, **knobs: Any

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -42,6 +42,15 @@ from providers.mock_upstream.wire_gemini import PREFIX as GEMINI_PREFIX
 from providers.mock_upstream.wire_gemini import error_body as gemini_error
 from providers.mock_upstream.wire_gemini import models as gemini_models
 from providers.mock_upstream.wire_gemini import route as gemini_route
+from providers.mock_upstream.wire_vertex import answer as vertex_answer
+from providers.mock_upstream.wire_vertex import is_vertex
+
+#: the providers' own wires with their own paths: (serves this path?, answer), one
+#: line each
+_PROVIDER_WIRES: tuple[tuple[Callable[[str], bool], Callable[..., Reply]], ...] = (
+    (is_azure, azure_answer),
+    (is_vertex, vertex_answer),
+)
 
 
 def answer(
@@ -53,8 +62,9 @@ def answer(
         return _control(state, method, route, body)
     if route.startswith(GEMINI_PREFIX):
         return _gemini(state, method, route, path, headers, body)
-    if is_azure(route):
-        return azure_answer(state, method, route, path, headers, body, _completion)
+    for serves, answer_wire in _PROVIDER_WIRES:
+        if serves(route):
+            return answer_wire(state, method, route, path, headers, body, _completion)
     wire = _WIRES.get(route)
     if wire is not None and method == "POST":
         return _completion(state, wire, path, headers, body)

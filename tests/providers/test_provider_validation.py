@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from gateway.dialects import REGISTRY
 from providers.validation import (
+    ALL_WIRES,
     Checker,
     ConfigIndex,
     Problem,
@@ -207,7 +209,7 @@ def test_a_provider_slug_outside_the_pattern_is_rejected(
     [
         (
             {"kind": "nope"},
-            "providers[0].kind: must be one of: openai, anthropic, gemini",
+            f"providers[0].kind: must be one of: {', '.join(REGISTRY)}",
         ),
         ({"kind": None}, "providers[0].kind: is required"),
         ({"base_url": ""}, "providers[0].base_url: is required for this kind"),
@@ -220,7 +222,7 @@ def test_a_provider_slug_outside_the_pattern_is_rejected(
             {"kind": "mock", "base_url": "file:///etc"},
             "providers[0].base_url: must be an http or https URL",
         ),
-        ({"region": "eu"}, "providers[0].region: unknown key"),
+        ({"regio": "eu"}, "providers[0].regio: unknown key"),
         ({"connections": {"name": "main"}}, "providers[0].connections: must be a list"),
         ({"models": ["m1"]}, "providers[0].models[0]: must be a mapping"),
     ],
@@ -372,7 +374,9 @@ def test_a_wire_the_kind_does_not_speak_is_named(check_provider):
         "providers[0].models[0].wire: must be one of: chat (kind 'anthropic')"
     ]
     _, problems = check_provider(models=[{"id": "m", "wire": "grpc"}])
-    assert problems == ["providers[0].models[0].wire: must be one of: chat, responses"]
+    assert problems == [
+        f"providers[0].models[0].wire: must be one of: {', '.join(ALL_WIRES)}"
+    ]
 
 
 # --- presets and outbound settings (spec 10 §2, §4, §5) -------------------------------

@@ -54,11 +54,13 @@ def target_parts(key: str) -> tuple[str | None, str | None, str | None]:
     """``(provider, "provider/model", connection)`` of a target key.
 
     ``pa/m1@main`` -> ``("pa", "pa/m1", "main")``; an unpinned ``pa/m1@*`` has
-    connection None; a combo-ref has no parts at all.
+    connection None; a combo-ref has no parts at all.  A key always ends with
+    ``@<connection>`` or ``@*`` and a connection name has no ``@``, so the key splits
+    at its last ``@``: a model id may hold one (Vertex's ``claude-sonnet-4@20250514``).
     """
     if key.startswith("combo:"):
         return None, None, None
-    model, _, connection = key.partition("@")
+    model, _, connection = key.rpartition("@")
     provider = model.partition("/")[0] or None
     return provider, model or None, None if connection in ("", "*") else connection
 
