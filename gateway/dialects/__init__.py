@@ -21,6 +21,7 @@ from gateway.dialects.base import (
     StreamTranslator,
     UpstreamCall,
 )
+from gateway.dialects.bedrock import BedrockDialect
 from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
 from gateway.dialects.openai_responses import (
@@ -33,6 +34,7 @@ _DIALECTS: tuple[Dialect, ...] = (
     OpenAIDialect(),
     AnthropicDialect(),
     GeminiDialect(),
+    BedrockDialect(),
     MockDialect(),
 )
 

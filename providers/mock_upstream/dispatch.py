@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from providers.mock_upstream import wire_bedrock
 from providers.mock_upstream.core import (
     _SUCCESS,
     ANY_MODEL,
@@ -51,6 +52,10 @@ def answer(
         return _control(state, method, route, body)
     if route.startswith(GEMINI_PREFIX):
         return _gemini(state, method, route, path, headers, body)
+    if wire_bedrock.serves(route):
+        return wire_bedrock.answer(
+            state, method, route, path, headers, body, _completion
+        )
     wire = _WIRES.get(route)
     if wire is not None and method == "POST":
         return _completion(state, wire, path, headers, body)
