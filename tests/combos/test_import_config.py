@@ -23,6 +23,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
+from gateway.dialects import REGISTRY
 from providers import crypto
 from providers.models import Connection, Provider, ProviderModel
 from providers.services import config_version
@@ -195,14 +196,14 @@ def test_every_problem_of_a_file_is_reported_with_its_path(
     import_problems: Callable[..., list[str]],
 ) -> None:
     data = small_config()
-    data["providers"][1]["kind"] = "azure"
+    data["providers"][1]["kind"] = "nope"
     data["combos"][0]["targets"][1] = {"model": "pa/nope"}
     data["api_keys"][0]["rpm"] = 0
 
     problems = import_problems(data)
 
     assert problems == [
-        "providers[1].kind: must be one of: openai, anthropic, gemini, mock",
+        f"providers[1].kind: must be one of: {', '.join(REGISTRY)}",
         "combos[0].targets[1].model: unknown model 'nope' of provider 'pa'",
         "api_keys[0].rpm: must be 1 <= x <= 10000000",
     ]
@@ -227,7 +228,7 @@ def mutate(data: dict[str, Any], path: str, value: Any) -> None:
     ("path", "expected"),
     [
         ("provider_list", "provider_list: unknown section"),
-        ("providers[0].region", "providers[0].region: unknown key"),
+        ("providers[0].zone", "providers[0].zone: unknown key"),
         ("providers[0].connections[0].token", "providers[0].connections[0].token"),
         ("providers[0].connections[0].quota.left", "connections[0].quota.left"),
         ("providers[0].models[0].price", "providers[0].models[0].price: unknown key"),

@@ -30,6 +30,12 @@ pytestmark = pytest.mark.integration
 #: gateway starts): the secret is configured as an ``env:`` reference
 SECRET_ENV = "BEDROCK_IT_SECRET_ACCESS_KEY"
 os.environ.setdefault(SECRET_ENV, TEST_SECRET_ACCESS_KEY)
+#: and AWS's default chain finds the mock's key in the environment (the
+#: ``use_default_credentials`` connection), never a metadata endpoint
+os.environ["AWS_ACCESS_KEY_ID"] = TEST_ACCESS_KEY_ID
+os.environ["AWS_SECRET_ACCESS_KEY"] = TEST_SECRET_ACCESS_KEY
+os.environ.pop("AWS_SESSION_TOKEN", None)
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 CLAUDE = "anthropic.claude-mock-v1:0"
 CLAUDE_PATH = "/model/anthropic.claude-mock-v1%3A0"
@@ -86,6 +92,15 @@ providers:
         aws_secret_access_key: not-the-secret-the-mock-knows
     models:
       - id: bbad
+  - slug: brdef
+    kind: bedrock
+    base_url: {root}
+    connections:
+      - name: main
+        region: eu-west-1
+        use_default_credentials: true
+    models:
+      - id: ddef
   - slug: brfb
     kind: openai
     base_url: {mock.url}
@@ -258,6 +273,15 @@ def test_a_streamed_tool_call_round_trips_with_the_sdk_stream_helper(oai, upstre
             ],
         },
     ]
+
+
+def test_the_default_credential_chain_signs_too(bedrock, upstream):
+    response = _chat(bedrock, model="brdef/ddef")
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == (
+        "Hello from mock ddef."
+    )
+    _assert_signed(upstream.requests()[-1], region="eu-west-1")
 
 
 def test_a_non_streamed_tool_call(oai, upstream):
