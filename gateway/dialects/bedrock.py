@@ -40,7 +40,9 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
 Dropped: ``response_format``, ``reasoning_effort``, ``n``, ``seed``, penalties,
 ``logprobs``, ``user``, ``parallel_tool_calls`` and everything else not named above.
 
-Reply: ``text`` blocks joined into ``content`` (``None`` when there are only calls),
+Reply (Converse gives no id: a completion's is ``chatcmpl-`` + a digest of the reply
+and ``created``; stream chunks carry none, so the gateway's request id applies):
+``text`` blocks joined into ``content`` (``None`` when there are only calls),
 ``reasoningContent`` into ``reasoning_content``, ``toolUse`` into ``tool_calls``
 (their ``toolUseId`` as the id).  ``stopReason``: ``end_turn``/``stop_sequence`` ->
 ``stop``, ``max_tokens`` -> ``length``, ``tool_use`` -> ``tool_calls``,
@@ -77,6 +79,7 @@ a request of several inputs is sent as a list and refused by Bedrock (400,
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import time
@@ -580,6 +583,13 @@ def _tool_call(use: JSON) -> JSON:
     }
 
 
+def _completion_id(payload: JSON, created: int) -> str:
+    """Converse answers with no id: one derived from the reply and its time."""
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode())
+    digest.update(str(created).encode())
+    return f"chatcmpl-{digest.hexdigest()[:29]}"
+
+
 def parse_converse_reply(payload: Any, *, created: int) -> JSON:
     """A ``ConverseResponse`` -> an OpenAI ``chat.completion``."""
     if not isinstance(payload, dict):
@@ -610,7 +620,7 @@ def parse_converse_reply(payload: Any, *, created: int) -> JSON:
     if thoughts:
         out_message["reasoning_content"] = "".join(thoughts)
     completion: JSON = {
-        "id": "chatcmpl-bedrock",
+        "id": _completion_id(payload, created),
         "object": "chat.completion",
         "created": created,
         "model": None,
@@ -808,8 +818,8 @@ class BedrockStreamTranslator:
         return map_usage(self._usage) if self._usage is not None else None
 
     def _chunk(self, delta: JSON, finish: str | None = None) -> JSON:
+        # no "id": ConverseStream has none, and the gateway's own applies
         return {
-            "id": "chatcmpl-bedrock",
             "object": "chat.completion.chunk",
             "created": self._created,
             "model": "",

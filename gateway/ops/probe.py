@@ -2,7 +2,9 @@
 
 * ``discover(provider)`` asks the upstream for its model list with the first active
   connection's credential and returns the ids not configured yet, each with the
-  catalog's facts when models.dev knows it.
+  catalog's facts when models.dev knows it.  A list call may name further lists
+  (``UpstreamCall.also``: Bedrock's inference profiles beside its foundation
+  models); their ids join the first's, and one that fails is left out.
 * ``test_connection(provider, connection)`` sends one minimal request — the model
   list, where every current kind has one — with that connection's credential and
   answers with the status, the latency and the classified failure.

@@ -808,3 +808,27 @@ def test_a_provider_region_is_checked():
     assert check_provider({"region": "US"}) == [
         ("region", "must be an AWS region such as us-east-1")
     ]
+
+
+def test_an_auto_pool_counts_a_connection_by_its_aws_credential():
+    from gateway.auto.engine.pool import usable
+    from gateway.kernel.types import ConnectionInfo, ProviderInfo
+
+    provider = ProviderInfo(slug="br", kind="bedrock", base_url="")
+    assert usable(provider, ConnectionInfo(provider="br", name="main", auth=AUTH))
+    assert not usable(provider, ConnectionInfo(provider="br", name="main"))
+
+
+def test_ids_are_derived_or_left_to_the_gateway():
+    payload = {
+        "output": {"message": {"role": "assistant", "content": [{"text": "x"}]}},
+        "stopReason": "end_turn",
+    }
+    first = dialect.parse_completion(payload, created=CREATED)["id"]
+    assert first.startswith("chatcmpl-")
+    assert first == dialect.parse_completion(payload, created=CREATED)["id"]
+    assert first != dialect.parse_completion(payload, created=CREATED + 1)["id"]
+    chunks = dialect.stream_translator(created=CREATED).translate(
+        "messageStart", {"role": "assistant"}
+    )
+    assert "id" not in chunks[0]
