@@ -832,3 +832,17 @@ def test_ids_are_derived_or_left_to_the_gateway():
         "messageStart", {"role": "assistant"}
     )
     assert "id" not in chunks[0]
+
+
+def test_botocore_is_imported_on_first_use_only():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, gateway.dialects, providers.credential_sources\n"
+        "print('botocore' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
