@@ -188,7 +188,7 @@ def check_connection(
     """Keys or the default chain (not both), and a region from the connection or
     its provider (spec 10 §3)."""
     problems: list[CredentialProblem] = []
-    region = connection.get("region", provider.get("region"))
+    region = connection.get("region") or provider.get("region")
     if region is None or region == "":
         problems.append(("region", "is required for kind 'bedrock'"))
     elif (problem := _check_region(region)) is not None:

@@ -202,26 +202,24 @@ def test_the_admin_saves_a_bedrock_connection(superuser_client: Client) -> None:
     page = superuser_client.get(url).content.decode()
     assert 'name="aws_secret_access_key"' in page
     assert 'name="service_account_json"' not in page  # another kind's field
-    response = superuser_client.post(
-        url,
-        {
-            "provider": str(provider.pk),
-            "name": "main",
-            "api_key": "",
-            "tier": "standard",
-            "default_model": "",
-            "active": "on",
-            "priority": "0",
-            "max_concurrency": "0",
-            "quota_remaining_percent": "",
-            "quota_reset_interval_seconds": "",
-            "aws_access_key_id": KEY_ID,
-            "aws_secret_access_key": SECRET,
-            "aws_session_token": "",
-            "region": "",
-            "use_default_credentials": "",
-        },
-    )
+    form = {
+        "provider": str(provider.pk),
+        "name": "main",
+        "api_key": "",
+        "tier": "standard",
+        "default_model": "",
+        "active": "on",
+        "priority": "0",
+        "max_concurrency": "0",
+        "quota_remaining_percent": "",
+        "quota_reset_interval_seconds": "",
+        "aws_access_key_id": KEY_ID,
+        "aws_secret_access_key": SECRET,
+        "aws_session_token": "",
+        "region": "",
+        "use_default_credentials": "",
+    }
+    response = superuser_client.post(url, form)
 
     assert response.status_code == 302, response.content.decode()[:2000]
     connection.refresh_from_db()
@@ -230,3 +228,37 @@ def test_the_admin_saves_a_bedrock_connection(superuser_client: Client) -> None:
         "aws_secret_access_key": SECRET,
     }
     assert SECRET not in superuser_client.get(url).content.decode()
+    # saved again without the secrets: they are kept
+    again = {
+        **form,
+        "aws_access_key_id": "",
+        "aws_secret_access_key": "",
+        "priority": "2",
+    }
+    assert superuser_client.post(url, again).status_code == 302
+    connection.refresh_from_db()
+    assert connection.priority == 2
+    assert connection.stored_secrets()["aws_secret_access_key"] == SECRET
+
+
+def test_a_rest_update_without_the_secrets_keeps_them(superuser_client: Client) -> None:
+    provider = Provider.objects.create(
+        slug="br", kind="bedrock", base_url="", settings={"region": "us-east-1"}
+    )
+    connection = Connection(provider=provider, name="main")
+    connection.set_secrets(
+        {"aws_access_key_id": KEY_ID, "aws_secret_access_key": "env:BR_SECRET"}
+    )
+    connection.save()
+
+    for method in (superuser_client.patch, superuser_client.put):
+        response = method(
+            f"/api/connections/{connection.pk}",
+            json.dumps({"provider": "br", "name": "main", "priority": 4}),
+            content_type="application/json",
+        )
+        assert response.status_code == 200, response.content
+    connection.refresh_from_db()
+    assert connection.priority == 4
+    assert connection.stored_secrets() == {"aws_access_key_id": KEY_ID}
+    assert connection.secret_refs == {"aws_secret_access_key": "env:BR_SECRET"}
