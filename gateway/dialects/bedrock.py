@@ -23,7 +23,9 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
    URL, so other URLs are dropped); an assistant's ``tool_calls`` as ``toolUse``
    blocks (arguments that are not a JSON object become ``{}``); a ``tool`` message
    as a ``toolResult`` block in a user turn (its text; ``{"json": {}}`` when empty,
-   since Bedrock refuses an empty text).
+   since Bedrock refuses an empty text).  A part with a ``cache_control`` marker
+   is followed by a ``cachePoint`` block (in ``system`` too): the prompt up to it
+   is cached.
 3. Consecutive turns of one role are merged (Bedrock requires alternation); empty
    texts and turns left without blocks are dropped; a conversation of system
    messages only sends them as the user turn.
@@ -146,6 +148,8 @@ _ERROR_TYPES = {
     "ResourceNotFoundException": "not_found_error",
 }
 _MODEL_INVALID = re.compile(r"model identifier is invalid", re.IGNORECASE)
+#: the block that ends a cached prefix (a part's ``cache_control`` marker)
+CACHE_POINT: JSON = {"cachePoint": {"type": "default"}}
 _TOOL_CHOICES: dict[str, JSON] = {"auto": {"auto": {}}, "required": {"any": {}}}
 
 
@@ -367,14 +371,17 @@ def _blocks(content: Any) -> list[JSON]:
             continue
         part = _dict(part)
         kind = part.get("type")
+        block: JSON | None = None
         if kind in ("text", "refusal"):
             text = part.get(kind)
             if isinstance(text, str) and text:
-                out.append({"text": text})
+                block = {"text": text}
         elif kind == "image_url":
             block = _image_block(part)
-            if block is not None:
-                out.append(block)
+        if block is not None:
+            out.append(block)
+            if isinstance(part.get("cache_control"), dict):
+                out.append(dict(CACHE_POINT))  # caches the prompt up to here
     return out
 
 
@@ -436,7 +443,11 @@ def converse_messages(messages: Any) -> tuple[list[JSON], list[JSON]]:
             continue
         role = message.get("role")
         if role in _SYSTEM_ROLES:
-            system += [b for b in _blocks(message.get("content")) if "text" in b]
+            system += [
+                b
+                for b in _blocks(message.get("content"))
+                if "text" in b or "cachePoint" in b
+            ]
         elif role == "user":
             add("user", _blocks(message.get("content")))
         elif role == "assistant":

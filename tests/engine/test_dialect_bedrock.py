@@ -846,3 +846,20 @@ def test_botocore_is_imported_on_first_use_only():
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+def test_a_cache_control_marker_becomes_a_cache_point():
+    marked = {"type": "text", "text": "long", "cache_control": {"type": "ephemeral"}}
+    body = {
+        "messages": [
+            {"role": "system", "content": [marked]},
+            {"role": "user", "content": [marked, {"type": "text", "text": "q"}]},
+        ]
+    }
+    sent = _build(body).body
+    assert sent["system"] == [{"text": "long"}, {"cachePoint": {"type": "default"}}]
+    assert sent["messages"][0]["content"] == [
+        {"text": "long"},
+        {"cachePoint": {"type": "default"}},
+        {"text": "q"},
+    ]
