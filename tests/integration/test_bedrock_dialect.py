@@ -525,6 +525,34 @@ def test_an_exception_frame_before_commit_fails_over(oai, upstream):
     assert text == "Hello from mock bfb."
 
 
+def test_a_stream_cut_after_commit_is_interrupted(bedrock, upstream):
+    upstream.add(CLAUDE, drop_after_tokens=2)
+    response = httpx.post(
+        f"{bedrock.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+        },
+        timeout=30,
+    )
+    chunks = [
+        json.loads(line[len("data: ") :])
+        for line in response.text.splitlines()
+        if line.startswith("data: {")
+    ]
+    text = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
+    )
+    assert text == "Hello from"
+    assert "stream_interrupted" in response.text
+    row = bedrock.requests_log()[-1]
+    assert row["status"] == "interrupted"
+    # Bedrock reports usage only at the end: the gateway's estimate is billed
+    assert row["usage_source"] == "estimated"
+
+
 def test_a_context_overflow_is_context_length(bedrock, upstream):
     upstream.add(
         CLAUDE,
