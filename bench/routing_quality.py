@@ -194,6 +194,7 @@ def clean_env(data: Path) -> dict[str, str]:
     env.update(
         {
             "OMNIROUTE_DATA_DIR": str(data),
+            "OMNIROUTE_SCHEDULER": "off",
             "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",
             "OMNIROUTE_LOG_LEVEL": "WARNING",
         }

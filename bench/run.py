@@ -358,6 +358,7 @@ class Stack:
         self.env.update(
             {
                 "OMNIROUTE_DATA_DIR": str(self.data),
+                "OMNIROUTE_SCHEDULER": "off",
                 "DJANGO_SETTINGS_MODULE": "omniroute_site.settings",
                 "OMNIROUTE_LOG_LEVEL": "WARNING",
             }

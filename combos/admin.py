@@ -8,25 +8,27 @@ per-strategy option fields live in ``combos.admin_forms``.
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
+from unfold.admin import ModelAdmin, TabularInline
 
-from combos import services
+from combos import services, settings_form
 from combos.admin_forms import (
     CONFIG_FIELD_NAMES,
     ComboForm,
     OverrideForm,
     add_problems,
+    confirm_shadow_field,
     format_targets,
-    json_field,
-    parse_json,
     parse_target_line,
+    require_shadow_confirmation,
 )
 from combos.models import (
     AdminToken,
@@ -37,7 +39,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
-from providers.validation import Problem
+from providers.validation import ON_ORDER, Problem
 
 __all__ = [
     "CONFIG_FIELD_NAMES",
@@ -48,7 +50,7 @@ __all__ = [
 ]
 
 
-class ConfigAdmin(admin.ModelAdmin):
+class ConfigAdmin(ModelAdmin):
     """Saves through a service instead of ``obj.save()``."""
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
@@ -85,7 +87,18 @@ class ComboAdmin(ConfigAdmin):
     list_filter = ("strategy", "active")
     search_fields = ("name", "targets__model")
     fieldsets = (
-        (None, {"fields": ("name", "strategy", "active", "targets_text")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "strategy",
+                    "active",
+                    "targets_text",
+                    "confirm_shadow",
+                )
+            },
+        ),
         (
             "Strategy options",
             {
@@ -173,6 +186,25 @@ class MappingAdmin(ConfigAdmin):
         return services.save_mapping(form.config_data, instance)
 
 
+def route_choices() -> list[tuple[str, str]]:
+    """What a client may name, for pickers: configured models, combos, smart aliases
+    and the auto routes (issue #15: choose from the catalog, not free text)."""
+    index = services.build_index()
+    models = sorted(
+        f"{slug}/{model}"
+        for slug, _connections, ids in index.providers.values()
+        for model in ids
+    )
+    combos = sorted(name for name, _strategy, _refs in index.combos.values())
+    aliases = sorted(index.smart_aliases)
+    return [
+        *((m, m) for m in models),
+        *((c, f"{c} (combo)") for c in combos),
+        *((a, f"{a} (smart alias)") for a in aliases),
+        ("auto", "auto (zero-config)"),
+    ]
+
+
 class ApiKeyForm(forms.ModelForm):
     allowed_text = forms.CharField(
         label="Allowed models",
@@ -180,10 +212,38 @@ class ApiKeyForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One glob per line (e.g. openai/*, my-combo, auto*). Empty = all.",
     )
-    failover_text = json_field(
-        "Failover defaults",
-        'JSON, e.g. {"models": ["openai/gpt-5-nano", "anthropic/claude-sonnet-4"], '
-        '"timeout_ms": 30000, "first_token_timeout_ms": 5000, "on": ["server_error"]}',
+    # failover_defaults (spec 02 §13) as fields (issue #15): up to three fallbacks in
+    # order, picked from what the gateway routes, the two timeouts and the triggers
+    fo_model_1 = forms.ChoiceField(
+        label="Fallback 1",
+        required=False,
+        help_text="Tried, in order, after the model a request names (failover "
+        "defaults); empty = none.",
+    )
+    fo_model_2 = forms.ChoiceField(label="Fallback 2", required=False)
+    fo_model_3 = forms.ChoiceField(label="Fallback 3", required=False)
+    fo_timeout_ms = forms.IntegerField(
+        label="Fallback attempt timeout (ms)",
+        required=False,
+        min_value=1000,
+        max_value=300_000,
+        help_text="Per-attempt timeout for these fallbacks; empty = the gateway's "
+        "attempt_timeout_ms. Allowed 1000–300000.",
+    )
+    fo_first_token_timeout_ms = forms.IntegerField(
+        label="Fallback first-token timeout (ms)",
+        required=False,
+        min_value=500,
+        max_value=60_000,
+        help_text="Empty = none. Allowed 500–60000.",
+    )
+    fo_on = forms.MultipleChoiceField(
+        label="Fail over on",
+        required=False,
+        choices=[(reason, reason.replace("_", " ")) for reason in ON_ORDER],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The failures that move to the next fallback; none ticked = all "
+        "of them.",
     )
 
     class Meta:
@@ -204,10 +264,24 @@ class ApiKeyForm(forms.ModelForm):
             self.fields["allowed_text"].initial = "\n".join(
                 self.instance.allowed_models or []
             )
-            if self.instance.failover_defaults:
-                self.fields["failover_text"].initial = json.dumps(
-                    self.instance.failover_defaults
-                )
+        routes = route_choices()
+        defaults = (
+            dict(self.instance.failover_defaults or {}) if self.instance.pk else {}
+        )
+        models = list(defaults.get("models") or [])
+        for position in (1, 2, 3):
+            field = cast(forms.ChoiceField, self.fields[f"fo_model_{position}"])
+            current = models[position - 1] if len(models) >= position else ""
+            extra = (
+                [(current, current)] if current and current not in dict(routes) else []
+            )
+            field.choices = [("", "—"), *routes, *extra]
+            field.initial = current
+        self.fields["fo_timeout_ms"].initial = defaults.get("timeout_ms")
+        self.fields["fo_first_token_timeout_ms"].initial = defaults.get(
+            "first_token_timeout_ms"
+        )
+        self.fields["fo_on"].initial = defaults.get("on") or []
         self.config_data: dict[str, Any] = {}
 
     def clean(self) -> dict[str, Any]:
@@ -227,18 +301,45 @@ class ApiKeyForm(forms.ModelForm):
             "tpm": cleaned.get("tpm"),
             "budget_usd": float(budget) if budget is not None else None,
             "budget_period": cleaned.get("budget_period"),
-            "failover_defaults": parse_json(self, "failover_text"),
+            "failover_defaults": self._failover_defaults(cleaned),
         }
         _, check = services.check_api_key(self.config_data, services.build_index())
         add_problems(
             self,
             check.problems,
-            {"allowed_models": "allowed_text", "failover_defaults": "failover_text"},
+            {
+                "allowed_models": "allowed_text",
+                "failover_defaults.models[0]": "fo_model_1",
+                "failover_defaults.models[1]": "fo_model_2",
+                "failover_defaults.models[2]": "fo_model_3",
+                "failover_defaults.models": "fo_model_1",
+                "failover_defaults.timeout_ms": "fo_timeout_ms",
+                "failover_defaults.first_token_timeout_ms": (
+                    "fo_first_token_timeout_ms"
+                ),
+                "failover_defaults.on": "fo_on",
+                "failover_defaults": "fo_model_1",
+            },
         )
         return cleaned
 
+    @staticmethod
+    def _failover_defaults(cleaned: dict[str, Any]) -> dict[str, Any] | None:
+        models = [
+            cleaned[f"fo_model_{n}"] for n in (1, 2, 3) if cleaned.get(f"fo_model_{n}")
+        ]
+        data: dict[str, Any] = {}
+        if models:
+            data["models"] = models
+        for key in ("timeout_ms", "first_token_timeout_ms"):
+            if cleaned.get(f"fo_{key}") is not None:
+                data[key] = cleaned[f"fo_{key}"]
+        if cleaned.get("fo_on"):
+            data["on"] = list(cleaned["fo_on"])
+        return data or None
 
-class OverrideInline(admin.TabularInline):
+
+class OverrideInline(TabularInline):
     """A key's candidate overrides, read-only, each linked to its editor.
 
     Editing happens on the override's own page: its checkbox list needs the room,
@@ -282,20 +383,39 @@ class ApiKeyAdmin(ConfigAdmin):
     list_filter = ("active", "budget_period")
     search_fields = ("name", "prefix")
     readonly_fields = ("prefix", "created_at", "updated_at", "add_override")
-    fields = (
-        "name",
-        "prefix",
-        "active",
-        "expires_at",
-        "allowed_text",
-        "rpm",
-        "tpm",
-        "budget_usd",
-        "budget_period",
-        "failover_text",
-        "add_override",
-        "created_at",
-        "updated_at",
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "prefix",
+                    "active",
+                    "expires_at",
+                    "allowed_text",
+                    "rpm",
+                    "tpm",
+                    "budget_usd",
+                    "budget_period",
+                )
+            },
+        ),
+        (
+            "Failover defaults",
+            {
+                "fields": (
+                    "fo_model_1",
+                    "fo_model_2",
+                    "fo_model_3",
+                    "fo_timeout_ms",
+                    "fo_first_token_timeout_ms",
+                    "fo_on",
+                ),
+                "description": "Fallbacks this key's requests get when they name "
+                "no chain of their own (spec 02 §13).",
+            },
+        ),
+        (None, {"fields": ("add_override", "created_at", "updated_at")}),
     )
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[Any]]:
@@ -333,19 +453,29 @@ class OverrideAdmin(ConfigAdmin):
 
 
 class SmartRouteForm(forms.ModelForm):
+    confirm_shadow = confirm_shadow_field()
+
     class Meta:
         model = SmartRoute
         fields = ("alias", "easy", "hard", "threshold", "session_ttl_seconds")
 
     def clean(self) -> dict[str, Any]:
         cleaned = cast(dict[str, Any], super().clean())
-        self.config_data = {k: cleaned.get(k) for k in self.Meta.fields}
+        self.config_data = {
+            k: cleaned.get(k) for k in self.Meta.fields if k != "confirm_shadow"
+        }
         index = services.build_index()
         if self.instance.pk:
             index.drop_smart_route(self.instance.alias)
         check = services.Checker("")
         services.validate_smart_route(self.config_data, check, index)
         add_problems(self, check.problems)
+        if not check.problems:
+            require_shadow_confirmation(
+                self,
+                check.warnings,
+                previous_name=self.instance.alias if self.instance.pk else None,
+            )
         return cleaned
 
 
@@ -377,11 +507,7 @@ class SmartRouteAdmin(ConfigAdmin):
 
 
 class SettingsForm(forms.ModelForm):
-    data_text = json_field(
-        "Settings",
-        "The YAML settings: block as JSON; only the "
-        "keys you set are stored, the rest keep their defaults.",
-    )
+    """One field per settings key, its default and range in the help (issue #15)."""
 
     class Meta:
         model = GatewaySettings
@@ -389,24 +515,36 @@ class SettingsForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["data_text"].initial = json.dumps(
-            self.instance.data or {}, indent=2
-        )
+        initial = settings_form.initial_values(dict(self.instance.data or {}))
+        for name, (_key, field) in settings_form.settings_fields().items():
+            self.fields[name] = field
+            if name in initial:
+                self.fields[name].initial = initial[name]
 
     def clean(self) -> dict[str, Any]:
         cleaned = cast(dict[str, Any], super().clean())
-        self.config_data = parse_json(self, "data_text") or {}
+        self.config_data = settings_form.settings_data(cleaned)
         check = services.Checker("settings")
         services.validate_settings(self.config_data, check)
         for problem in check.problems:
-            self.add_error("data_text", str(problem))
+            field = settings_form.field_of(problem)
+            self.add_error(field, problem.message if field else str(problem))
         return cleaned
 
 
 @admin.register(GatewaySettings)
 class GatewaySettingsAdmin(ConfigAdmin):
     form = SettingsForm
-    fields = ("data_text",)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        return settings_form.fieldsets()
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        # the fields are added by the form itself, not by the model
+        kwargs["fields"] = ()
+        return super().get_form(request, obj, change, **kwargs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return not GatewaySettings.objects.exists()
@@ -414,9 +552,18 @@ class GatewaySettingsAdmin(ConfigAdmin):
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_settings(form.config_data)
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        """One row: the list page goes straight to it (or to Add when none)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        row = GatewaySettings.objects.first()
+        if row is None:
+            return redirect("admin:combos_gatewaysettings_add")
+        return redirect("admin:combos_gatewaysettings_change", row.pk)
+
 
 @admin.register(AdminToken)
-class AdminTokenAdmin(admin.ModelAdmin):
+class AdminTokenAdmin(ModelAdmin):
     list_display = ("prefix", "name", "user", "created_at", "last_used_at")
     search_fields = ("name", "prefix", "user__username")
     fields = ("user", "name")

@@ -28,9 +28,12 @@ keys without a field (``auto``, ``routerStrategy``) and anything it cannot repre
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from django import forms
+from django.apps import apps
+from django.utils import timezone
 
 from combos import services
 from combos.combo_validation import CONFIG_USERS, ORDERING, PIN_CAPABLE
@@ -74,6 +77,58 @@ def add_problems(
             )
         else:
             form.add_error(None, str(problem))
+
+
+SHADOW_CODES = ("COMBO_NAME_SHADOWS_MODEL", "SMART_ALIAS_SHADOWS_MODEL")
+SHADOW_WINDOW = timedelta(hours=24)
+
+
+def confirm_shadow_field() -> forms.BooleanField:
+    return forms.BooleanField(
+        required=False,
+        label="Save even if it shadows",
+        help_text="A name that equals a live combo or a bare model id takes that "
+        "name's requests from then on; tick to confirm you mean it.",
+    )
+
+
+def recent_requests_for(name: str) -> int:
+    """Requests that asked for ``name`` in the last 24 h (the request log is read
+    through the app registry: combos does not import telemetry)."""
+    log = apps.get_model("telemetry", "RequestLog")
+    since = timezone.now() - SHADOW_WINDOW
+    return int(
+        log.objects.filter(created_at__gte=since, requested_model__iexact=name).count()
+    )
+
+
+def require_shadow_confirmation(
+    form: forms.BaseForm, warnings: list[Problem], *, previous_name: str | None
+) -> None:
+    """Issue #15 guard rail: saving a name that shadows a live combo or model needs
+    the ``confirm_shadow`` box ticked; the error names what is shadowed and its last
+    24 h of traffic.  Re-saving a row under its unchanged name needs no new tick."""
+    shadows = [w for w in warnings if w.message.startswith(SHADOW_CODES)]
+    if not shadows or form.cleaned_data.get("confirm_shadow"):
+        return
+    for warning in shadows:
+        detail = warning.message.partition(": ")[2]  # "name (provider/model)"
+        name, _, rest = detail.partition(" (")
+        if previous_name is not None and previous_name.lower() == name.lower():
+            continue
+        owner = rest.rstrip(")")
+        what = (
+            f"the live combo {owner.lstrip('/')}"
+            if owner.startswith("/")
+            else f"the model {owner}"
+        )
+        count = recent_requests_for(name)
+        form.add_error(
+            "confirm_shadow",
+            f'"{name}" is also {what}, which was asked for {count} time(s) in the '
+            f'last 24 h: after saving, requests for "{name}" go here instead. '
+            "Tick the box to save anyway.",
+        )
 
 
 def json_field(label: str, help_text: str) -> forms.CharField:
@@ -229,6 +284,7 @@ def _assign(config: dict[str, Any], path: str, value: Any) -> None:
 
 
 class ComboForm(forms.ModelForm):
+    confirm_shadow = confirm_shadow_field()
     targets_text = forms.CharField(
         label="Targets",
         required=False,
@@ -363,6 +419,8 @@ class ComboForm(forms.ModelForm):
         aliases.update(targets="targets_text", config="config_text")
         add_problems(self, check.problems, aliases)
         self.config_data, self.warnings = data, check.warnings
+        if not check.problems:
+            require_shadow_confirmation(self, check.warnings, previous_name=previous)
         return cleaned
 
 

@@ -37,6 +37,7 @@ from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import (
     CREDENTIAL_SECRETS,
+    SECRET_ROUTING_SETTINGS,
     UNSTORABLE_MESSAGE,
     Checker,
     Problem,
@@ -56,6 +57,16 @@ _ALL = {
     **dict.fromkeys(("retrieve", "update", "partial_update", "destroy"), _BY_ID),
 }
 SECRETS_PERMISSION = "providers.change_provider"  # spec 08 §5.3
+
+
+def _redirects_secrets(new: Any, old: Any) -> bool:
+    """True when ``new`` settings send a credential somewhere ``old`` did not (an
+    Entra ``authority_host``): changed like a secret (spec 08 §5.3)."""
+    new, old = new or {}, old or {}
+    return any(
+        new.get(name) is not None and new.get(name) != old.get(name)
+        for name in SECRET_ROUTING_SETTINGS
+    )
 
 
 def _require_secrets_permission(request: Request, what: str) -> None:
@@ -262,6 +273,8 @@ class ProviderViewSet(ConfigViewSet):
         provider.base_url = clean["base_url"]
         provider.wire = clean["wire"]
         provider.preset = clean["preset"] or ""
+        if _redirects_secrets(clean["settings"], provider.settings):
+            _require_secrets_permission(self.request, "a provider's authority_host")
         provider.settings = dict(clean["settings"])
         proxy = clean["proxy_url"]
         if proxy not in (provider_services.MASKED, provider.proxy_url):
@@ -288,6 +301,8 @@ class ProviderViewSet(ConfigViewSet):
             connection = Connection.objects.filter(
                 provider=provider, name=item["name"]
             ).first() or Connection(provider=provider, name=item["name"])
+            if _redirects_secrets(item.get("credential_settings"), connection.settings):
+                _require_secrets_permission(self.request, "a connection's secret")
             provider_services.apply_connection_fields(connection, item)
             provider_services.save_connection(connection)
         return services.SaveResult(provider)
@@ -367,6 +382,10 @@ class ConnectionViewSet(ConfigViewSet):
         if instance is not None and instance.provider_id != provider.pk:
             # the secret would go to another host (spec 08 §5.3)
             _require_secrets_permission(self.request, "a connection's provider")
+        if _redirects_secrets(
+            clean["credential_settings"], instance.settings if instance else None
+        ):
+            _require_secrets_permission(self.request, "a connection's authority_host")
         connection = instance or Connection(provider=provider, name=clean["name"])
         clash = Connection.objects.filter(provider=provider, name=clean["name"])
         if instance is not None:

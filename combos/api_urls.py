@@ -1,5 +1,5 @@
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAdminUser
 from rest_framework.routers import DefaultRouter
 
@@ -23,6 +23,14 @@ urlpatterns = [
         "schema/",
         SpectacularAPIView.as_view(permission_classes=[IsAdminUser]),
         name="api-schema",
+    ),
+    # the same schema as a browsable page (Swagger UI, bundled by the sidecar)
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(
+            url_name="api-schema", permission_classes=[IsAdminUser]
+        ),
+        name="api-docs",
     ),
     path("", include(router.urls)),
 ]

@@ -90,6 +90,7 @@ _MODEL_FIELDS = (
     "capabilities",
     "tier",
     "wire",
+    "deployment",
     "position",
 )
 

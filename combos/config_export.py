@@ -81,6 +81,8 @@ def _model(model: Any) -> dict[str, Any]:
         out["tier"] = model.tier
     if model.wire:
         out["wire"] = model.wire
+    if model.deployment:
+        out["deployment"] = model.deployment
     return out
 
 

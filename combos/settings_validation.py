@@ -124,3 +124,9 @@ def _check_exclusions(healing: dict[str, Any] | None, check: Checker) -> None:
             "self_healing.max_exclusion_seconds",
             f"must be at least exclusion_seconds ({first})",
         )
+
+
+#: the tables above, for the admin's settings form (combos/settings_form.py)
+SCALAR_KEYS = _SCALARS
+NESTED_KEYS = _NESTED
+BOOL_KEYS = _BOOLS

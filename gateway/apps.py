@@ -10,3 +10,8 @@ class GatewayConfig(AppConfig):
         from gateway.config.state import report_shared_state
 
         report_shared_state()  # Redis fallbacks and health -> Prometheus
+        from django.contrib import admin
+
+        # issue #15: the console's own names (the theme's header is in settings.UNFOLD)
+        admin.site.site_header = admin.site.site_title = "OmniRoute"
+        admin.site.index_title = "Dashboard"

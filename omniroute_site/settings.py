@@ -78,6 +78,11 @@ if env_bool("OMNIROUTE_BEHIND_TLS_PROXY", False):
 
 INSTALLED_APPS = [
     "daphne",
+    # the admin theme (issue #15): before django.contrib.admin, whose templates it
+    # overrides; see omniroute_site/admin_theme.py for the navigation
+    "unfold",
+    "unfold.contrib.filters",
+    "unfold.contrib.forms",
     "django.contrib.admin",
     "django.contrib.auth",
     "axes",
@@ -87,6 +92,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_prometheus",
     "django_celery_beat",
     "providers",
@@ -313,7 +319,20 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "combos.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "OmniRoute control plane", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OmniRoute control plane",
+    "VERSION": "0.1.0",
+    # the API docs page serves Swagger UI from this install, not from a CDN
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
+
+# The admin console's theme (django-unfold) and navigation (issue #15).
+
+# The admin console's theme (django-unfold) and navigation (issue #15).
+from omniroute_site import admin_theme  # noqa: E402
+
+UNFOLD = admin_theme.UNFOLD
 
 LOGGING = {
     "version": 1,
@@ -380,6 +399,19 @@ if OMNIROUTE_ARENA_FORMAT not in {"auto", "hf-rows", "arena-catalog"}:
 OMNIROUTE_ARENA_MIN_MODELS = env_int("OMNIROUTE_ARENA_MIN_MODELS", 20, minimum=0)
 # Configured provider slug -> models.dev provider id, for the catalog match (§3.2).
 OMNIROUTE_CATALOG_PROVIDER_MAP = env_json_object("OMNIROUTE_CATALOG_PROVIDER_MAP")
+
+# Who runs that schedule (issue #15): ``in-process`` starts a scheduling thread in
+# each gateway process (one of them leads, providers.scheduler), ``off`` leaves it to
+# Celery beat or ``manage.py run_jobs``.  The embedded default runs it in-process.
+OMNIROUTE_SCHEDULER = (
+    (env_str("OMNIROUTE_SCHEDULER", "off" if IS_PRODUCTION else "in-process") or "")
+    .strip()
+    .lower()
+)
+if OMNIROUTE_SCHEDULER not in {"in-process", "off"}:
+    raise ImproperlyConfigured(
+        f"OMNIROUTE_SCHEDULER: expected in-process or off, got {OMNIROUTE_SCHEDULER!r}"
+    )
 
 # The schedule, as data (spec 06 §3.1): job -> Celery task, crontab "m h dom mon dow"
 # or seconds, and the interval after which a queued run expires (a backlog after

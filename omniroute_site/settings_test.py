@@ -38,3 +38,5 @@ if os.environ.get("OMNIROUTE_TEST_DB", "auto") != "sqlite":
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 OMNIROUTE_LOG_SYNC = True
 OMNIROUTE_CONFIG_POLL_MS = 100
+# tests start the scheduler themselves (tests/providers/test_scheduler.py)
+OMNIROUTE_SCHEDULER = "off"

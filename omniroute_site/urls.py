@@ -5,7 +5,15 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 
-from gateway.ops import admin_probe, auto_views, probe, responses_views, views
+from combos import admin_config
+from gateway.ops import (
+    admin_probe,
+    auto_views,
+    dashboard,
+    probe,
+    responses_views,
+    views,
+)
 from gateway.ops.admin_smart import smart_route_view
 from gateway.ops.admin_views import explain_route_view
 from telemetry.dashboards import live_routing_view, overview_view
@@ -17,6 +25,18 @@ class _AutoCombosSlash(auto_views.AutoCombosView):
 
 
 urlpatterns = [
+    *admin_config.urls(),  # issue #15: config as code in the admin
+    # issue #15: the dashboard's panels (re-fetched) and its health buttons
+    path(
+        "admin/dashboard/panels/",
+        admin.site.admin_view(dashboard.panel_view),
+        name="admin-dashboard-panels",
+    ),
+    path(
+        "admin/dashboard/health/",
+        admin.site.admin_view(dashboard.health_action_view),
+        name="admin-dashboard-health",
+    ),
     path(
         "admin/explain-route/",
         admin.site.admin_view(explain_route_view),

@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
+from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.dialects import REGISTRY
 from providers import (
@@ -24,6 +25,8 @@ from providers.validation import (
     CAPABILITIES,
     CREDENTIAL_SECRETS,
     CREDENTIAL_SETTINGS,
+    DEPLOYMENT_KINDS,
+    SECRET_ROUTING_SETTINGS,
     Checker,
     validate_connection,
     validate_model,
@@ -250,6 +253,7 @@ class ProviderModelForm(forms.ModelForm):
             "capabilities",
             "tier",
             "wire",
+            "deployment",
         )
 
     def clean_capabilities(self) -> list[str] | None:
@@ -277,14 +281,20 @@ class ProviderModelForm(forms.ModelForm):
                 **payload,
                 **({"tier": data["tier"]} if data.get("tier") else {}),
                 **({"wire": data["wire"]} if data.get("wire") else {}),
+                **(
+                    {"deployment": data["deployment"]} if data.get("deployment") else {}
+                ),
             },
             check,
         )
+        kind = self.instance.provider.kind if self.instance.provider_id else None
+        if data.get("deployment") and kind and kind not in DEPLOYMENT_KINDS:
+            check.error("deployment", f"not a setting of kind '{kind}'")
         _apply_problems(self, check, {"id": "model_id"})
         return data
 
 
-class ConnectionInline(admin.TabularInline):
+class ConnectionInline(TabularInline):
     model = Connection
     form = ConnectionForm
     extra = 0
@@ -316,7 +326,7 @@ class ConnectionInline(admin.TabularInline):
         return "; ".join(parts)
 
 
-class ProviderModelInline(admin.TabularInline):
+class ProviderModelInline(TabularInline):
     model = ProviderModel
     form = ProviderModelForm
     extra = 0
@@ -329,6 +339,7 @@ class ProviderModelInline(admin.TabularInline):
         "max_output_tokens",
         "tier",
         "wire",
+        "deployment",
     )
 
 
@@ -374,7 +385,7 @@ class ProviderForm(forms.ModelForm):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(ModelAdmin):
     form = ProviderForm
     list_display = ("slug", "kind", "base_url", "connection_count", "model_count")
     list_filter = ("kind",)
@@ -422,7 +433,7 @@ class ProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(Connection)
-class ConnectionAdmin(admin.ModelAdmin):
+class ConnectionAdmin(ModelAdmin):
     form = ConnectionForm
     list_display = (
         "__str__",
@@ -468,6 +479,7 @@ class ConnectionAdmin(admin.ModelAdmin):
         ]
         if not request.user.has_perm("providers.change_provider"):
             hidden = {"api_key", "clear_api_key", "clear_secrets", *secrets}
+            hidden |= SECRET_ROUTING_SETTINGS  # where the secret goes
             fields = [f for f in fields if f not in hidden]
         return fields
 
@@ -556,7 +568,7 @@ class ConnectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProviderModel)
-class ProviderModelAdmin(admin.ModelAdmin):
+class ProviderModelAdmin(ModelAdmin):
     form = ProviderModelForm
     list_display = (
         "__str__",

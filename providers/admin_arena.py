@@ -21,6 +21,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from unfold.admin import ModelAdmin
 
 from providers import arena_names
 from providers.models import ArenaAlias, ArenaScore, CatalogModel, ProviderModel
@@ -65,7 +66,7 @@ def alias_add_url(arena_name: str) -> str:
 
 
 @admin.register(ArenaScore)
-class ArenaScoreAdmin(admin.ModelAdmin):
+class ArenaScoreAdmin(ModelAdmin):
     """Rows of the sync job: read-only; the job deletes them when they expire."""
 
     list_display = (
@@ -127,7 +128,7 @@ class ArenaAliasForm(forms.ModelForm):
 
 
 @admin.register(ArenaAlias)
-class ArenaAliasAdmin(admin.ModelAdmin):
+class ArenaAliasAdmin(ModelAdmin):
     form = ArenaAliasForm
     list_display = ("arena_name", "model_id", "updated_at")
     search_fields = ("arena_name", "model_id")

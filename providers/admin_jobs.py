@@ -19,8 +19,9 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
+from unfold.admin import ModelAdmin
 
-from providers import services
+from providers import scheduler, services
 from providers.job_runner import job_statuses
 from providers.jobs import TriggeredBy, load_jobs, start_job
 from providers.models import CatalogModel, JobRun
@@ -38,7 +39,7 @@ def _counts_text(counts: Any) -> str:
 
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
+class JobRunAdmin(ModelAdmin):
     list_display = (
         "job",
         "started_at",
@@ -123,13 +124,15 @@ class JobRunAdmin(admin.ModelAdmin):
             "title": "Jobs",
             "rows": rows,
             "can_run": can_run,
+            "scheduler": scheduler.status(),
+            "any_running": any(row["outcome"] == "running" for row in rows),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/providers/jobs.html", context)
 
 
 @admin.register(CatalogModel)
-class CatalogModelAdmin(admin.ModelAdmin):
+class CatalogModelAdmin(ModelAdmin):
     """models.dev rows: read-only; staff may delete (the sync never does)."""
 
     list_display = (

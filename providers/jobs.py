@@ -268,10 +268,12 @@ def summary_line(run: JobRun) -> str:
 
 def start_job(name: str, *, triggered_by: str = TriggeredBy.ADMIN) -> str:
     """Start a run off the caller's thread: the Celery task when a broker is
-    configured (``REDIS_URL``), else a background thread (embedded mode).  Returns
+    configured (``REDIS_URL``) and the scheduler is not in-process, else a background
+    thread of this process (embedded mode).  Returns
     ``"queued"`` or ``"started"``."""
     spec = get_spec(name)
-    if settings.REDIS_URL:
+    # With the in-process scheduler there is no Celery worker to take the task.
+    if settings.REDIS_URL and settings.OMNIROUTE_SCHEDULER != "in-process":
         from celery import current_app
 
         transaction.on_commit(

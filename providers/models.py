@@ -194,6 +194,8 @@ class ProviderModel(models.Model):
     tier = models.CharField(max_length=16, choices=ModelTier.choices, blank=True)
     #: this model's wire when it differs from its provider's (blank: the provider's)
     wire = models.CharField(max_length=16, blank=True)
+    #: the Azure deployment that serves it (blank: its id; spec 10 §1)
+    deployment = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ("provider__slug", "position", "model_id")

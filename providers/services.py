@@ -109,6 +109,7 @@ def apply_model_fields(model: ProviderModel, data: dict[str, Any]) -> None:
         setattr(model, name, data.get(name))
     model.tier = data.get("tier") or ""
     model.wire = data.get("wire") or ""
+    model.deployment = data.get("deployment") or ""
 
 
 @transaction.atomic

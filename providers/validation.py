@@ -9,6 +9,7 @@ touches the database: referential checks read a ``ConfigIndex`` built by the cal
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.dialects import REGISTRY, WIRES, wires_of
+from gateway.dialects.azure import DEPLOYMENT
 from gateway.kernel.autoids import UnknownAutoVariant, is_auto_id, parse_auto_id
 from gateway.kernel.errors import RETRYABLE_REASONS
 from gateway.kernel.globs import compile_glob
@@ -397,8 +399,14 @@ MODEL_KEYS = frozenset(
         "capabilities",
         "tier",
         "wire",
+        "deployment",
     }
 )
+#: plain settings that say where a credential is sent (the Entra authority): REST
+#: and the admin treat a change like a change of the secret (spec 08 §5.3)
+SECRET_ROUTING_SETTINGS = frozenset({"authority_host"})
+#: the kinds whose models may name a ``deployment`` (spec 10 §1)
+DEPLOYMENT_KINDS = frozenset({"azure"})
 SECRET_MASK = "***"
 
 
@@ -465,6 +473,14 @@ def validate_provider(data: dict[str, Any], check: Checker) -> dict[str, Any]:
             check.error(
                 f"models[{index}].wire",
                 f"must be one of: {', '.join(wires)} (kind '{kind}')",
+            )
+        if (
+            model.get("deployment")
+            and kind is not None
+            and kind not in DEPLOYMENT_KINDS
+        ):
+            check.error(
+                f"models[{index}].deployment", f"not a setting of kind '{kind}'"
             )
     return out
 
@@ -552,6 +568,13 @@ def _list_of(
     return result
 
 
+def _dated(value: Any) -> Any:
+    """A YAML date (an unquoted ``api_version: 2024-10-21``) as the text written."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return value
+
+
 def _scalar_setting(value: Any) -> bool:
     return isinstance(value, (str, bool, int, float)) and not (
         isinstance(value, str) and len(value) > MAX_SETTING_LEN
@@ -568,7 +591,7 @@ def _provider_credential_settings(
     its kind's, scalars, then the kind's own checks."""
     shape = REGISTRY[kind].credentials
     for name in sorted(PROVIDER_CREDENTIAL_SETTINGS & set(data)):
-        value = data[name]
+        value = _dated(data[name])
         if value is None:
             continue
         if name not in shape.provider_settings:
@@ -595,7 +618,7 @@ def _credential(
     secrets: dict[str, str] = {}
     settings: dict[str, Any] = {}
     for name in sorted((CREDENTIAL_SECRETS | CREDENTIAL_SETTINGS) & set(data)):
-        value = data[name]
+        value = _dated(data[name])
         if value is None:
             continue
         if shape is not None and name not in (*shape.secrets, *shape.settings):
@@ -715,4 +738,5 @@ def validate_model(data: dict[str, Any], check: Checker) -> dict[str, Any]:
         or ""
     )
     out["wire"] = check.choice(data, "wire", ALL_WIRES, default="") or ""
+    out["deployment"] = check.string(data, "deployment", pattern=DEPLOYMENT) or ""
     return out

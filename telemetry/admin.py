@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from unfold.admin import ModelAdmin, TabularInline
 
 from telemetry import services
 from telemetry.models import (
@@ -31,7 +32,7 @@ SECRET_TEMPLATE = "admin/telemetry/webhookendpoint/secret_created.html"
 _GENERATED_SECRET = "_omniroute_generated_webhook_secret"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ModelAdmin):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
@@ -39,7 +40,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(TabularInline):
     model = AttemptLog
     extra = 0
     can_delete = False
@@ -142,7 +143,7 @@ class WebhookEndpointForm(forms.ModelForm):
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(ModelAdmin):
     form = WebhookEndpointForm
     list_display = ("url", "event_list", "active", "secret_display", "updated_at")
     list_filter = ("active",)

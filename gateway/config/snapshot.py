@@ -147,6 +147,7 @@ def _model_info(
         capabilities=frozenset(caps) if isinstance(caps, list) else None,
         tier=row.tier or None,
         wire=row.wire or None,
+        deployment=row.deployment or None,
     )
     if catalog is None:
         return info
@@ -198,7 +199,11 @@ def probe_info(
     )
     conns = tuple(_connection_info(provider, c) for c in rows)
     models = {
-        m.model_id: ModelInfo(provider=provider.slug, model_id=m.model_id)
+        m.model_id: ModelInfo(
+            provider=provider.slug,
+            model_id=m.model_id,
+            deployment=m.deployment or None,
+        )
         for m in provider.models.all()
     }
     kind = provider.kind

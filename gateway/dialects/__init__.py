@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gateway.dialects.anthropic import AnthropicDialect
+from gateway.dialects.azure import AzureDialect, AzureResponsesDialect
 from gateway.dialects.base import (
     RAW,
     BadUpstreamResponse,
@@ -34,6 +35,7 @@ _DIALECTS: tuple[Dialect, ...] = (
     OpenAIDialect(),
     AnthropicDialect(),
     GeminiDialect(),
+    AzureDialect(),
     BedrockDialect(),
     MockDialect(),
 )
@@ -44,6 +46,7 @@ REGISTRY: Mapping[str, Dialect] = MappingProxyType({d.kind: d for d in _DIALECTS
 _OTHER_WIRES: tuple[Dialect, ...] = (
     OpenAIResponsesDialect(),
     MockResponsesDialect(),
+    AzureResponsesDialect(),
 )
 
 #: (kind, wire) -> its dialect, for every wire of every kind (``chat``: the kind's own)

@@ -40,6 +40,7 @@ from gateway.auto.arena import cache as arena_cache
 from gateway.auto.stats import cache as stats_cache
 from gateway.config.state import tables
 from gateway.limits import admission as limits
+from providers import scheduler
 from providers.health import start_shared_state, stop_shared_state
 from providers.http import close_upstream_clients
 from providers.target_stats import stats as target_stats
@@ -84,6 +85,8 @@ async def startup() -> None:
         arena_cache.start()
     # Without a broker, pending webhook deliveries are rows this process resumes.
     webhooks.start()
+    # Issue #15: the embedded default runs the beat schedule in-process.
+    scheduler.start()
     try:
         imported = await asyncio.to_thread(recorder.import_spill_files)
     except Exception:
@@ -103,6 +106,7 @@ async def shutdown() -> None:
     await drain.registry.finish(settings.OMNIROUTE_SHUTDOWN_GRACE_SECONDS)
     await drain.registry.run_shutdown_callbacks()
     tables.stop()
+    await asyncio.to_thread(scheduler.stop)
     stats_cache.stop()
     arena_cache.stop()
     # After the drain: the last in-flight decrements reach Redis (spec 03 §8.7).

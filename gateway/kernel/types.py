@@ -55,10 +55,18 @@ class ModelInfo:
     #: the upstream wire this model is spoken over, when it differs from its
     #: provider's (``responses``: a Responses-only model; spec 10 §5)
     wire: str | None = None
+    #: the name the upstream knows it by, when it differs from its id (an Azure
+    #: deployment; spec 10 §1)
+    deployment: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.provider}/{self.model_id}"
+
+    @property
+    def upstream_id(self) -> str:
+        """What a request names it by upstream: its deployment, else its id."""
+        return self.deployment or self.model_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -511,6 +511,34 @@ async def _slot_reports(
     ]
 
 
+def shadowing(table: RoutingTable, names: list[str]) -> list[str]:
+    """Issue #15: what each requested name hides (a smart alias or a combo named like
+    another route), so the operator sees why a request does not go where the name
+    suggests."""
+    notes = []
+    for name in dict.fromkeys(names):
+        lowered = name.lower()
+        owners = sorted(table.bare_models.get(lowered, ()))
+        model = f"{owners[0][0]}/{owners[0][1]}" if owners else None
+        if name in table.smart_routes:
+            if lowered in table.combos:
+                notes.append(
+                    f"'{name}' is a smart alias: it shadows the combo "
+                    f"'{table.combos[lowered].name}', which this name no longer reaches"
+                )
+            elif model is not None:
+                notes.append(
+                    f"'{name}' is a smart alias: it shadows the model {model} "
+                    "(ask for it by provider/model)"
+                )
+        elif lowered in table.combos and model is not None:
+            notes.append(
+                f"'{name}' is a combo: it shadows the model {model} "
+                "(ask for it by provider/model)"
+            )
+    return notes
+
+
 def explain(
     table: RoutingTable,
     model: str | None,
@@ -541,6 +569,7 @@ def explain(
         report["request"]["chain"] = [
             {"model": e.model, "param": e.param} for e in request.entries
         ]
+        report["shadowing"] = shadowing(table, [e.model for e in request.entries])
         # the chain as a request builds it; a smart alias is classified without a
         # session, so no pin is read, written or counted
         ctx = _context(table)

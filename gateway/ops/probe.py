@@ -135,7 +135,8 @@ def discover(provider: ProviderInfo) -> tuple[Probe, list[dict[str, Any]]]:
         )
         return probe, []
     probe = asyncio.run(_list_models(provider, provider.connections[0]))
-    configured = set(provider.models)
+    # a model served under another upstream name (an Azure deployment) is configured
+    configured = {*provider.models, *(m.upstream_id for m in provider.models.values())}
     index = load_index([(provider.slug, provider.kind)], {})
     offered = []
     for model_id in probe.models:

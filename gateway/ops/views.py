@@ -166,7 +166,19 @@ async def service_view(request: HttpRequest) -> HttpResponse:
         )
         response["Allow"] = "GET, HEAD"
         return response
+    if "text/html" in request.headers.get("Accept", ""):
+        # a browser (issue #15): a small landing page; SDKs and probes get the JSON
+        return await asyncio.to_thread(_landing_page, request)
     return JsonResponse({"service": "omniroute", "version": product_version()})
+
+
+def _landing_page(request: HttpRequest) -> HttpResponse:
+    from django.template.loader import render_to_string
+
+    html = render_to_string(
+        "landing.html", {"version": product_version()}, request=request
+    )
+    return HttpResponse(html, content_type="text/html; charset=utf-8")
 
 
 async def healthz(request: HttpRequest) -> HttpResponse:

@@ -526,7 +526,7 @@ def build_call(
         return dialect.embeddings_request(
             base_url=base_url,
             api_key=connection.api_key,
-            model=target.model.model_id,
+            model=target.model.upstream_id,
             body=body,
             auth=auth,
         )
@@ -534,7 +534,7 @@ def build_call(
         return dialect.passthrough_request(
             base_url=base_url,
             api_key=connection.api_key,
-            model=target.model.model_id,
+            model=target.model.upstream_id,
             body=original.body,
             stream=stream,
             forward=original.forward,
@@ -544,7 +544,7 @@ def build_call(
     return dialect.build_request(
         base_url=base_url,
         api_key=connection.api_key,
-        model=target.model.model_id,
+        model=target.model.upstream_id,
         body=body,
         stream=stream,
         auth=auth,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -37,10 +37,18 @@ from providers.mock_upstream.reply import (
     _whole,
 )
 from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire
+from providers.mock_upstream.wire_azure import answer as azure_answer
+from providers.mock_upstream.wire_azure import is_azure
 from providers.mock_upstream.wire_gemini import PREFIX as GEMINI_PREFIX
 from providers.mock_upstream.wire_gemini import error_body as gemini_error
 from providers.mock_upstream.wire_gemini import models as gemini_models
 from providers.mock_upstream.wire_gemini import route as gemini_route
+
+#: the wires whose paths name the model and the operation: (serves, answer)
+_PATH_WIRES: tuple[tuple[Callable[[str], bool], Callable[..., Reply]], ...] = (
+    (is_azure, azure_answer),
+    (wire_bedrock.serves, wire_bedrock.answer),
+)
 
 
 def answer(
@@ -52,10 +60,9 @@ def answer(
         return _control(state, method, route, body)
     if route.startswith(GEMINI_PREFIX):
         return _gemini(state, method, route, path, headers, body)
-    if wire_bedrock.serves(route):
-        return wire_bedrock.answer(
-            state, method, route, path, headers, body, _completion
-        )
+    for serves, served_by in _PATH_WIRES:
+        if serves(route):
+            return served_by(state, method, route, path, headers, body, _completion)
     wire = _WIRES.get(route)
     if wire is not None and method == "POST":
         return _completion(state, wire, path, headers, body)

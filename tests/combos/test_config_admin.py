@@ -57,9 +57,9 @@ def populated(
 def test_every_changelist_renders_for_a_superuser(
     populated: None, superuser_client: Client, app_label: str, model_name: str
 ) -> None:
-    response = superuser_client.get(changelist(app_label, model_name))
+    response = superuser_client.get(changelist(app_label, model_name), follow=True)
 
-    assert response.status_code == 200
+    assert response.status_code == 200  # the one settings row: its change form
 
 
 @pytest.mark.parametrize(("app_label", "model_name"), REGISTERED)
@@ -180,7 +180,7 @@ def test_a_combo_named_like_a_model_is_saved_with_a_warning_message(
 ) -> None:
     response = superuser_client.post(
         reverse("admin:combos_combo_add"),
-        combo_form(name="M1", targets_text="pb/m2"),
+        combo_form(name="M1", targets_text="pb/m2", confirm_shadow="on"),
     )
 
     assert response.status_code == 302
@@ -273,14 +273,57 @@ def test_an_api_key_with_bad_failover_defaults_shows_the_error_on_that_field(
             "name": "ci",
             "active": "on",
             "budget_period": "month",
-            "failover_text": '{"models": ["pa/m1", "opena/x"]}',
+            "allowed_text": "pa/*",
+            "fo_model_1": "pa/m1",
+            "fo_model_2": "pb/m2",
         },
     )
 
     assert response.context["adminform"].form.errors == {
-        "failover_text": ["failover_defaults.models[1]: unknown model 'opena/x'"]
+        "fo_model_2": [
+            "failover_defaults.models[1]: 'pb/m2' is not permitted by allowed_models"
+        ]
     }
     assert ApiKey.objects.count() == 0
+
+
+def test_failover_defaults_are_picked_from_the_routes_and_saved_in_order(
+    world: dict[str, Provider],
+    make_combo: Callable[..., Combo],
+    superuser_client: Client,
+) -> None:
+    make_combo("team")
+    page = superuser_client.get(reverse("admin:combos_apikey_add")).content.decode()
+    assert '<option value="team">team (combo)</option>' in page
+    assert '<option value="pb/m2">pb/m2</option>' in page
+    assert 'name="fo_on" value="rate_limit"' in page
+
+    saved = superuser_client.post(
+        reverse("admin:combos_apikey_add"),
+        {
+            "name": "ci",
+            "active": "on",
+            "budget_period": "month",
+            "fo_model_1": "team",
+            "fo_model_2": "pb/m2",
+            "fo_timeout_ms": "30000",
+            "fo_on": ["rate_limit", "server_error"],
+        },
+    )
+
+    assert saved.status_code == 302
+    key = ApiKey.objects.get(name="ci")
+    assert key.failover_defaults["models"] == ["team", "pb/m2"]
+    assert key.failover_defaults["timeout_ms"] == 30000
+    assert set(key.failover_defaults["on"]) == {"rate_limit", "server_error"}
+    form = (
+        superuser_client.get(reverse("admin:combos_apikey_change", args=[key.pk]))
+        .context["adminform"]
+        .form
+    )
+    assert form["fo_model_1"].value() == "team"
+    assert form["fo_model_2"].value() == "pb/m2"
+    assert form["fo_timeout_ms"].value() == 30000
 
 
 # ------------------------------------------------------------------ connections
@@ -427,15 +470,74 @@ def test_saving_gateway_settings_validates_and_bumps_the_revision(
     url = reverse("admin:combos_gatewaysettings_change", args=[row.pk])
     before = config_version()
 
-    refused = superuser_client.post(url, {"data_text": '{"breaker": {"x": 1}}'})
-    saved = superuser_client.post(url, {"data_text": '{"exploration_rate": 0.1}'})
+    refused = superuser_client.post(
+        url,
+        {
+            "self_healing__exclusion_seconds": "600",
+            "self_healing__max_exclusion_seconds": "60",
+        },
+    )
+    saved = superuser_client.post(
+        url, {"exploration_rate": "0.1", "promptcache_affinity": "false"}
+    )
 
     assert refused.context["adminform"].form.errors == {
-        "data_text": ["settings.breaker.x: unknown key"]
+        "self_healing__max_exclusion_seconds": [
+            "must be at least exclusion_seconds (600)"
+        ]
     }
     assert saved.status_code == 302
-    assert GatewaySettings.objects.get().data == {"exploration_rate": 0.1}
+    assert GatewaySettings.objects.get().data == {
+        "exploration_rate": 0.1,
+        "promptcache_affinity": False,
+    }
     assert config_version() == before + 1
+
+
+def test_the_settings_form_has_a_field_per_key_with_its_default_and_range(
+    populated: None, superuser_client: Client
+) -> None:
+    row = GatewaySettings.objects.get()  # breaker.open_seconds = 30 is stored
+    page = superuser_client.get(
+        reverse("admin:combos_gatewaysettings_change", args=[row.pk])
+    )
+    form = page.context["adminform"].form
+    html = page.content.decode()
+
+    assert form["breaker__open_seconds"].value() == 30
+    assert "First open period; doubled after each failed probe. Default 30; " in html
+    assert "allowed 1–86400." in html
+    assert '<option value="" selected>default (balanced)</option>' in html
+    assert form.fields["exploration_rate"].max_value == 1
+    # an out-of-range value is refused on its field, naming the bound
+    refused = superuser_client.post(
+        reverse("admin:combos_gatewaysettings_change", args=[row.pk]),
+        {"adaptive__trickle_fraction": "0.5"},
+    )
+    assert "adaptive__trickle_fraction" in refused.context["adminform"].form.errors
+
+
+def test_every_settings_key_has_a_field_and_a_default() -> None:
+    from combos import settings_form
+    from combos.settings_validation import BOOL_KEYS, NESTED_KEYS, SCALAR_KEYS
+
+    keys = {key for key, _ in settings_form.settings_fields().values()}
+    expected = {*SCALAR_KEYS, *BOOL_KEYS, "smart_routing_mode", "adaptive.objective"}
+    expected |= {f"{g}.{k}" for g, fields in NESTED_KEYS.items() for k in fields}
+    assert keys == expected
+    assert set(settings_form.DEFAULTS) == expected
+    assert set(settings_form.HELP) == expected
+
+
+def test_the_settings_list_goes_straight_to_the_one_row(
+    populated: None, superuser_client: Client
+) -> None:
+    row = GatewaySettings.objects.get()
+    response = superuser_client.get(changelist("combos", "gatewaysettings"))
+    assert response.status_code == 302
+    assert response["Location"] == reverse(
+        "admin:combos_gatewaysettings_change", args=[row.pk]
+    )
 
 
 def test_combo_form_loads_the_ordered_targets_editor(superuser_client):

@@ -184,6 +184,13 @@ def test_stream_error_event_raises_with_the_upstream_error(dialect):
 
 
 def test_registry_maps_every_provider_kind_to_a_dialect():
-    assert sorted(REGISTRY) == ["anthropic", "bedrock", "gemini", "mock", "openai"]
+    assert sorted(REGISTRY) == [
+        "anthropic",
+        "azure",
+        "bedrock",
+        "gemini",
+        "mock",
+        "openai",
+    ]
     assert isinstance(REGISTRY["openai"], OpenAIDialect)
     assert isinstance(REGISTRY["mock"], OpenAIDialect)

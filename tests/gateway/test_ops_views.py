@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -166,3 +167,35 @@ def test_the_base_url_refuses_other_methods_naming_the_allowed_ones():
     assert response.status_code == 405
     assert response["Allow"] == "GET, HEAD"
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_browser_at_the_base_url_gets_a_landing_page_linking_admin_and_api_docs():
+    page = Client().get("/", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+
+    assert page.status_code == 200
+    assert page["Content-Type"].startswith("text/html")
+    html = page.content.decode()
+    assert 'href="/admin/"' in html
+    assert 'href="/api/docs/"' in html
+    # an SDK or probe asking for anything else still gets the JSON
+    assert Client().get("/", HTTP_ACCEPT="*/*").json()["service"] == "omniroute"
+
+
+@pytest.mark.django_db
+def test_the_api_docs_page_serves_swagger_ui_from_this_install_to_staff():
+    from django.contrib.auth import get_user_model
+
+    anonymous = Client().get("/api/docs/")
+    assert anonymous.status_code in (401, 403)
+    staff = get_user_model().objects.create_superuser("ops", "ops@example.com", "pw")
+    browser = Client()
+    browser.force_login(staff)
+    page = browser.get("/api/docs/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "swagger-ui" in html
+    assert "cdn.jsdelivr.net" not in html  # no internet needed
+    assert "/api/schema/" in html
+    bundle = re.search(r'src="([^"]*swagger-ui-bundle\.js)"', html)
+    assert bundle is not None
+    assert browser.get(bundle.group(1)).status_code == 200

@@ -37,8 +37,11 @@ OWN_SETTINGS = ("DJANGO_", "DATABASE_URL", "REDIS_URL", "OMNIROUTE_")
 
 
 def inherited_env() -> dict[str, str]:
-    """This process's environment minus the settings each gateway is given."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(OWN_SETTINGS)}
+    """This process's environment minus the settings each gateway is given; the
+    in-process scheduler off (a job run mid-test would change what ``auto`` reads)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_SETTINGS)}
+    env["OMNIROUTE_SCHEDULER"] = "off"
+    return env
 
 
 def post_chat(

@@ -147,7 +147,7 @@ def page(browser: Any, gateway: Gateway, viewer: tuple[str, str]) -> Iterator[An
     tab.goto("/admin/login/?next=/admin/")
     tab.fill("#id_username", viewer[0])
     tab.fill("#id_password", viewer[1])
-    tab.click("input[type=submit]")
+    tab.click("#login-form [type=submit]")
     tab.wait_for_url("**/admin/")
     yield tab
     context.close()

@@ -94,6 +94,7 @@ def format_text(report: dict[str, Any]) -> str:
         return "\n".join(lines) + "\n"
     for slot in report["slots"]:
         lines.extend(_slot_lines(slot))
+    lines.extend(f"shadowing: {n}" for n in report.get("shadowing", []))
     lines.extend(f"warning: {w}" for w in report["warnings"])
     return "\n".join(lines) + "\n"
 

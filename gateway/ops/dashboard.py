@@ -1,0 +1,286 @@
+"""The admin home dashboard (issue #15).
+
+Four panels, computed per request from bounded queries and the health board:
+
+* **traffic**: requests, error rate and failover rate over the last 15 minutes, hour
+  and 24 hours (one aggregate query per window on the indexed ``created_at``);
+* **health**: every connection with its state (auth disabled, open, half-open,
+  cooling, locked models, healthy), the time left, its last failed attempt and its
+  success rate over the last 15 minutes, the unhealthy ones first, each with Reset
+  and Re-enable for staff who may change connections;
+* **jobs**: each scheduled job's last run and next due time;
+* **warnings**: no scheduler running, ``/metrics`` open without a token, the public
+  demo key still active.
+
+``dashboard_callback`` feeds the admin index (django-unfold's ``DASHBOARD_CALLBACK``);
+``panel_view`` serves the same panels alone, which the page re-fetches every
+``REFRESH_SECONDS``; ``health_action_view`` takes the row buttons' POSTs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Max, Q
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from combos.models import ApiKey
+from combos.services import hash_api_key
+from gateway.kernel.breaker import Circuit
+from providers import scheduler
+from providers.health import board, connection_key
+from providers.job_runner import job_statuses
+from providers.models import Connection
+from telemetry.models import AttemptLog, RequestLog
+
+logger = logging.getLogger(__name__)
+
+REFRESH_SECONDS = 10
+WINDOWS = (
+    ("15 min", timedelta(minutes=15)),
+    ("1 h", timedelta(hours=1)),
+    ("24 h", timedelta(hours=24)),
+)
+RECENT = timedelta(minutes=15)
+#: request outcomes the gateway failed to serve (refusals are the client's own)
+FAILED = ("upstream_failed", "interrupted")
+#: the demo configuration's key (omniroute_site/demo.yaml): public, so a warning
+DEMO_KEY = "sk-or-demo-0000000000000000000000000000000000000"
+PANEL_TEMPLATE = "admin/dashboard_panels.html"
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    label: str
+    requests: int
+    errors: int
+    refused: int
+    failovers: int
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.requests if self.requests else None
+
+    @property
+    def failover_rate(self) -> float | None:
+        return self.failovers / self.requests if self.requests else None
+
+
+@dataclass(slots=True)
+class HealthRow:
+    connection: Connection
+    key: str
+    state: str  # auth_disabled | open | half_open | cooling | locked | healthy
+    badge: str  # omr-bad | omr-warn | omr-ok
+    detail: str
+    until: datetime | None
+    attempts: int = 0
+    successes: int = 0
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    locked: list[str] = field(default_factory=list)
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.attempts if self.attempts else None
+
+    @property
+    def unhealthy(self) -> bool:
+        return self.state != "healthy"
+
+
+_ORDER = {"auth_disabled": 0, "open": 1, "half_open": 2, "cooling": 3, "locked": 4}
+
+
+def traffic(now: datetime) -> list[Window]:
+    windows = []
+    for label, span in WINDOWS:
+        row = RequestLog.objects.filter(created_at__gte=now - span).aggregate(
+            requests=Count("id"),
+            errors=Count("id", filter=Q(status__in=FAILED)),
+            refused=Count("id", filter=Q(status="refused")),
+            failovers=Count("id", filter=Q(failover=True)),
+        )
+        windows.append(
+            Window(
+                label,
+                row["requests"],
+                row["errors"],
+                row["refused"],
+                row["failovers"],
+            )
+        )
+    return windows
+
+
+def _when(epoch: float | None) -> datetime | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=timezone.get_current_timezone())
+
+
+def _state(key: str, now: float) -> tuple[str, str, str, datetime | None, list[str]]:
+    health = board.describe(key, now)
+    locked = sorted(m for m, until in health.locked_models.items() if until > now)
+    if health.auth.active(now):
+        message = f": {health.auth.message}" if health.auth.message else ""
+        return (
+            "auth_disabled",
+            "omr-bad",
+            f"{health.auth.reason or 'auth'} disabled{message}",
+            _when(health.auth.until),
+            locked,
+        )
+    if health.circuit == Circuit.OPEN:
+        return "open", "omr-bad", "circuit open", _when(health.open_until), locked
+    if health.circuit == Circuit.HALF_OPEN:
+        return "half_open", "omr-warn", "circuit half-open: probing", None, locked
+    if health.cooldown_until is not None and health.cooldown_until > now:
+        return (
+            "cooling",
+            "omr-warn",
+            "cooling down",
+            _when(health.cooldown_until),
+            locked,
+        )
+    if locked:
+        return "locked", "omr-warn", "models locked: " + ", ".join(locked), None, locked
+    return "healthy", "omr-ok", "healthy", None, locked
+
+
+def health_rows(now: datetime) -> list[HealthRow]:
+    epoch = now.timestamp()
+    rows: dict[tuple[str, str], HealthRow] = {}
+    for conn in Connection.objects.select_related("provider").order_by(
+        "provider__slug", "priority", "name"
+    ):
+        key = connection_key(conn.provider.slug, conn.name)
+        state, badge, detail, until, locked = _state(key, epoch)
+        if not conn.active:
+            state, badge, detail = "inactive", "omr-info", "inactive (not routed)"
+        rows[(conn.provider.slug, conn.name)] = HealthRow(
+            conn, key, state, badge, detail, until, locked=locked
+        )
+    recent = (
+        AttemptLog.objects.filter(started_at__gte=now - RECENT)
+        .values("provider", "connection")
+        .annotate(
+            attempts=Count("id"),
+            successes=Count("id", filter=Q(result="success")),
+            last_failure=Max("started_at", filter=~Q(result="success")),
+        )
+    )
+    for stat in recent:
+        row = rows.get((stat["provider"], stat["connection"]))
+        if row is None:
+            continue
+        row.attempts, row.successes = stat["attempts"], stat["successes"]
+        row.last_error_at = stat["last_failure"]
+    for row in rows.values():
+        if row.last_error_at is None and not row.unhealthy:
+            continue
+        failed = (
+            AttemptLog.objects.filter(
+                provider=row.connection.provider.slug,
+                connection=row.connection.name,
+                started_at__gte=now - timedelta(hours=24),
+            )
+            .exclude(result="success")
+            .order_by("-started_at")
+            .values("started_at", "reason", "http_status", "result")
+            .first()
+        )
+        if failed is not None:
+            row.last_error_at = failed["started_at"]
+            status = f" {failed['http_status']}" if failed["http_status"] else ""
+            row.last_error = f"{failed['reason'] or failed['result']}{status}"
+    return sorted(
+        rows.values(),
+        key=lambda r: (
+            _ORDER.get(r.state, 9 if r.state == "inactive" else 5),
+            -(1 - (r.success_rate if r.success_rate is not None else 1)),
+            r.key,
+        ),
+    )
+
+
+def warnings(request: HttpRequest) -> list[str]:
+    found = []
+    status = scheduler.status()
+    if status.warning:
+        found.append(status.text)
+    if not settings.OMNIROUTE_METRICS_TOKEN:
+        found.append(
+            "/metrics is open to anyone who can reach this address: set "
+            "OMNIROUTE_METRICS_TOKEN, or keep the port private."
+        )
+    if ApiKey.objects.filter(key_hash=hash_api_key(DEMO_KEY), active=True).exists():
+        found.append(
+            "The demo API key (published in the README) is still active: "
+            "disable it under API keys before exposing this gateway."
+        )
+    return found
+
+
+def panels(request: HttpRequest) -> dict[str, Any]:
+    started = time.perf_counter()
+    now = timezone.now()
+    health = health_rows(now)
+    context = {
+        "traffic": traffic(now),
+        "health": health,
+        "unhealthy_count": sum(
+            1 for row in health if row.unhealthy and row.state != "inactive"
+        ),
+        "jobs": job_statuses(now),
+        "warnings": warnings(request),
+        "can_change_connections": request.user.has_perm("providers.change_connection"),
+        "generated_at": now,
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+    context["server_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return context
+
+
+def dashboard_callback(request: HttpRequest, context: dict[str, Any]) -> dict[str, Any]:
+    """django-unfold's ``DASHBOARD_CALLBACK``: the admin index's panels."""
+    context.update(panels(request))
+    return context
+
+
+def panel_view(request: HttpRequest) -> HttpResponse:
+    """The panels alone, re-fetched by the dashboard every ``REFRESH_SECONDS``."""
+    html = render_to_string(PANEL_TEMPLATE, panels(request), request=request)
+    return HttpResponse(html)
+
+
+def health_action_view(request: HttpRequest) -> HttpResponse:
+    """POST ``connection=<id>&action=reset|reenable`` from a health board row."""
+    if request.method != "POST":
+        return HttpResponseBadRequest("POST only")
+    if not request.user.has_perm("providers.change_connection"):
+        raise PermissionDenied
+    action = request.POST.get("action")
+    conn = (
+        Connection.objects.select_related("provider")
+        .filter(pk=request.POST.get("connection") or 0)
+        .first()
+    )
+    if conn is None or action not in ("reset", "reenable"):
+        return HttpResponseBadRequest("unknown connection or action")
+    key = connection_key(conn.provider.slug, conn.name)
+    if action == "reset":
+        board.reset(key)
+    else:
+        board.reenable(key)
+    logger.info("admin %s: %s health of %s", request.user, action, key)
+    return redirect("admin:index")
