@@ -357,6 +357,11 @@ class ConnectionViewSet(ConfigViewSet):
             raise services.ConfigInvalid(
                 [Problem("provider", f"unknown provider {slug!r}")]
             )
+        if instance is not None:
+            # a stored secret counts as given (its value is never shown), as in
+            # the admin: an update that leaves it out keeps it (spec 10 §3)
+            for name in instance.secret_names():
+                data.setdefault(name, provider_services.MASKED)
         clean = _checked(
             data,
             functools.partial(

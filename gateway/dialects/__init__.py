@@ -22,6 +22,7 @@ from gateway.dialects.base import (
     StreamTranslator,
     UpstreamCall,
 )
+from gateway.dialects.bedrock import BedrockDialect
 from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
 from gateway.dialects.openai_responses import (
@@ -37,6 +38,7 @@ _DIALECTS: tuple[Dialect, ...] = (
     GeminiDialect(),
     AzureDialect(),
     VertexDialect(),
+    BedrockDialect(),
     MockDialect(),
 )
 

@@ -130,6 +130,9 @@ class UpstreamCall:
     count_field: str = "input_tokens"
     #: signs the serialised body just before it is sent (None: nothing to sign)
     sign: Signer | None = field(default=None, compare=False, repr=False)
+    #: further model lists whose ids join this one's (Bedrock's inference profiles
+    #: beside its foundation models, spec 10 §2); only on a ``models`` call
+    also: tuple[UpstreamCall, ...] = ()
 
 
 def sse_decoder() -> EventDecoder:

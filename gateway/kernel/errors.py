@@ -97,14 +97,29 @@ _CONTEXT = re.compile(
 )
 
 _FIRST_SERVER_ERROR = 500
+_TOO_MANY = 429
 #: 400/422 are read further: a missing model, a too-long context, or the request itself
 _REJECTIONS = frozenset({400, 422})
 _AUTH_FAILED = Classification(FailureReason.SERVER_ERROR, FailureDetail.AUTH_FAILED)
 _MODEL_GONE = Classification(FailureReason.SERVER_ERROR, FailureDetail.MODEL_NOT_FOUND)
-#: statuses whose meaning needs no body (spec 02 §6.1)
-#: error codes that name a wrong credential on a 400 (Gemini: ``API_KEY_INVALID``)
-_BAD_KEY_CODES = frozenset({"api_key_invalid", "invalid_api_key"})
+#: error codes that decide a 400/422 whatever its message says
+_BY_CODE: Mapping[str, Classification] = MappingProxyType(
+    {
+        "model_not_found": _MODEL_GONE,
+        "context_length_exceeded": Classification(FailureReason.CONTEXT_LENGTH),
+        # a 400 that says the key is wrong (Gemini's ``API_KEY_INVALID``)
+        "api_key_invalid": _AUTH_FAILED,
+        "invalid_api_key": _AUTH_FAILED,
+        # a 400 that says a quota is spent (Bedrock's, spec 10 §1)
+        "throttlingexception": Classification(FailureReason.RATE_LIMIT),
+        "servicequotaexceededexception": Classification(FailureReason.RATE_LIMIT),
+    }
+)
+#: error codes that name a model not ready on a 429: a server error, not the
+#: connection's rate (Bedrock's ``ModelNotReadyException``, spec 10 §1)
+_NOT_READY_CODES = frozenset({"modelnotreadyexception"})
 
+#: statuses whose meaning needs no body (spec 02 §6.1)
 _BY_STATUS: Mapping[int, Classification] = MappingProxyType(
     {
         401: _AUTH_FAILED,
@@ -134,6 +149,8 @@ def classify_status(status: int, error: UpstreamError) -> Classification:
     """A non-2xx HTTP reply, with the upstream's error message already extracted."""
     if status >= _FIRST_SERVER_ERROR:
         return Classification(FailureReason.SERVER_ERROR)
+    if status == _TOO_MANY and (error.code or "").lower() in _NOT_READY_CODES:
+        return Classification(FailureReason.SERVER_ERROR)
     known = _BY_STATUS.get(status)
     if known is not None:
         return known
@@ -146,14 +163,10 @@ def classify_status(status: int, error: UpstreamError) -> Classification:
 
 def _classify_rejection(error: UpstreamError) -> Classification:
     """A 400/422: the model is missing, the context is too long, or the request."""
-    code = (error.code or "").lower()
     # An explicit error code outranks the wording of the message.
-    if code == "model_not_found":
-        return _MODEL_GONE
-    if code in _BAD_KEY_CODES:  # a 400 that says the key is wrong (Gemini's)
-        return _AUTH_FAILED
-    if code == "context_length_exceeded":
-        return Classification(FailureReason.CONTEXT_LENGTH)
+    known = _BY_CODE.get((error.code or "").lower())
+    if known is not None:
+        return known
     if _MODEL_MISSING.search(error.message):
         return _MODEL_GONE
     if _CONTEXT.search(error.message):

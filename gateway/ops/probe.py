@@ -2,7 +2,9 @@
 
 * ``discover(provider)`` asks the upstream for its model list with the first active
   connection's credential and returns the ids not configured yet, each with the
-  catalog's facts when models.dev knows it.
+  catalog's facts when models.dev knows it.  A list call may name further lists
+  (``UpstreamCall.also``: Bedrock's inference profiles beside its foundation
+  models); their ids join the first's, and one that fails is left out.
 * ``test_connection(provider, connection)`` sends one minimal request — the model
   list, where every current kind has one — with that connection's credential and
   answers with the status, the latency and the classified failure.
@@ -89,13 +91,19 @@ async def _list_models(provider: ProviderInfo, connection: ConnectionInfo) -> Pr
         result = await upstream.call_json(
             client, dialect, call, timeout_s=PROBE_TIMEOUT_S, created=int(time.time())
         )
+        if result.failure is not None or result.completion is None:
+            return _failed(result, started)
+        models = list(result.completion.get("models") or ())
+        for more in call.also:  # Bedrock's inference profiles (spec 10 §2)
+            extra = await upstream.call_json(
+                client, dialect, more, timeout_s=PROBE_TIMEOUT_S, created=0
+            )
+            if extra.failure is None and extra.completion is not None:
+                models += extra.completion.get("models") or ()
     finally:
         await fresh.aclose()
-    if result.failure is not None or result.completion is None:
-        return _failed(result, started)
     latency = round((time.perf_counter() - started) * 1000)
-    models = tuple(result.completion.get("models") or ())
-    return Probe(True, result.http_status, latency, models=models)
+    return Probe(True, result.http_status, latency, models=tuple(dict.fromkeys(models)))
 
 
 def _failed(result: upstream.AttemptResult, started: float) -> Probe:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from providers.mock_upstream import wire_bedrock
 from providers.mock_upstream.core import (
     _SUCCESS,
     ANY_MODEL,
@@ -50,6 +51,7 @@ from providers.mock_upstream.wire_vertex import is_vertex
 _PROVIDER_WIRES: tuple[tuple[Callable[[str], bool], Callable[..., Reply]], ...] = (
     (is_azure, azure_answer),
     (is_vertex, vertex_answer),
+    (wire_bedrock.serves, wire_bedrock.answer),
 )
 
 

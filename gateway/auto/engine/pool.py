@@ -92,8 +92,11 @@ def for_combo(combo: ComboInfo) -> AutoRoute:
 
 def usable(provider: ProviderInfo, connection: ConnectionInfo) -> bool:
     """Credentials resolve to a non-blank value; mock providers need none."""
-    if REGISTRY[provider.kind].in_process:
+    dialect = REGISTRY[provider.kind]
+    if dialect.in_process:
         return True
+    if not dialect.credentials.api_key:  # keys of its own shape (AWS, spec 10 §3)
+        return connection.auth is not None
     return bool(connection.api_key and connection.api_key.strip())
 
 

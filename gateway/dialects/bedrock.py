@@ -1,0 +1,1064 @@
+"""Amazon Bedrock Runtime dialect: Converse and ConverseStream (spec 10 §1).
+
+Clients only ever see OpenAI Chat Completions shapes, so this module translates both
+ways.  Every request is signed with AWS Signature V4 (service ``bedrock``) over the
+exact bytes sent, the clock passed in (``sign_request``); the signing itself and the
+binary event-stream decoding are botocore's, imported on first use.
+
+Endpoints (``{base}``: the provider's ``base_url``, else
+``https://bedrock-runtime.{region}.amazonaws.com`` from the connection's region):
+``POST {base}/model/{modelId}/converse`` and ``/converse-stream``, ``POST
+{base}/model/{modelId}/invoke`` for embeddings; the model lists of the control plane
+(``bedrock.{region}.amazonaws.com``: the same host when ``base_url`` names another
+one) at ``GET /foundation-models`` and ``GET /inference-profiles``.  The model id is
+percent-encoded whole in the path (``…-v1:0`` -> ``…-v1%3A0``); an inference-profile
+id (``us.anthropic.…``) or an ARN is a model id like any other.
+
+Request (canonical OpenAI chat body -> ``ConverseRequest``):
+
+1. ``system``/``developer`` messages, wherever they sit, become ``system`` text blocks.
+2. Every other message becomes a ``messages`` turn, role ``user`` or ``assistant``,
+   of content blocks: ``text``; images from ``data:`` URLs as ``image`` blocks
+   (``format`` from the media type: png, jpeg, gif, webp; Bedrock takes no image
+   URL, so other URLs are dropped); an assistant's ``tool_calls`` as ``toolUse``
+   blocks (arguments that are not a JSON object become ``{}``); a ``tool`` message
+   as a ``toolResult`` block in a user turn (its text; ``{"json": {}}`` when empty,
+   since Bedrock refuses an empty text).  A part with a ``cache_control`` marker
+   is followed by a ``cachePoint`` block (in ``system`` too): the prompt up to it
+   is cached.
+3. Consecutive turns of one role are merged (Bedrock requires alternation); empty
+   texts and turns left without blocks are dropped; a conversation of system
+   messages only sends them as the user turn.
+4. ``tools`` -> ``toolConfig.tools[].toolSpec`` (``inputSchema.json``: the
+   parameters, an empty object schema when none); ``tool_choice`` ``auto`` ->
+   ``{"auto": {}}``, ``required`` -> ``{"any": {}}``, a named function ->
+   ``{"tool": {"name"}}``, ``none`` -> no ``toolChoice`` (Bedrock has no "none" and
+   needs ``toolConfig`` whenever the turns hold tool blocks).
+5. ``inferenceConfig``: ``maxTokens`` (``max_completion_tokens``, else
+   ``max_tokens``), ``temperature``, ``topP``, ``stopSequences`` (``stop``);
+   ``top_k`` goes in ``additionalModelRequestFields`` (the name Anthropic's and
+   Cohere's models take on Bedrock).
+
+Dropped: ``response_format``, ``reasoning_effort``, ``n``, ``seed``, penalties,
+``logprobs``, ``user``, ``parallel_tool_calls`` and everything else not named above.
+
+Reply (Converse gives no id: a completion's is ``chatcmpl-`` + a digest of the reply
+and ``created``; stream chunks carry none, so the gateway's request id applies):
+``text`` blocks joined into ``content`` (``None`` when there are only calls),
+``reasoningContent`` into ``reasoning_content``, ``toolUse`` into ``tool_calls``
+(their ``toolUseId`` as the id).  ``stopReason``: ``end_turn``/``stop_sequence`` ->
+``stop``, ``max_tokens`` -> ``length``, ``tool_use`` -> ``tool_calls``,
+``guardrail_intervened``/``content_filtered`` -> ``content_filter``, anything else
+-> ``stop``.  ``usage``: ``prompt_tokens`` is ``inputTokens`` + cache reads + cache
+writes (Bedrock counts them apart, as Anthropic does),
+``prompt_tokens_details.cached_tokens`` the reads, ``cache_creation_input_tokens``
+the writes (what the gateway bills cache writes from).
+
+Stream: the body is AWS event-stream frames (``stream_decoder``: botocore checks
+each frame's CRCs); a frame's ``:event-type`` names the event and its payload is
+the event's JSON.  ``messageStart`` gives the role chunk; ``contentBlockStart`` with
+a ``toolUse`` a call's start; ``contentBlockDelta`` text, reasoning or a piece of a
+call's ``input`` JSON; ``messageStop`` the finish chunk; ``metadata`` (after it) the
+usage-only chunk, and the stream is then ``finished``.  An exception frame
+(``:message-type: exception``, ``:exception-type: throttlingException``, …) raises
+``StreamErrorEvent``, classified as the same error would be as a reply.
+
+Errors: the type comes from the ``x-amzn-errortype`` header, else the body's
+``__type`` (``com.amazon.coral.service#UnrecognizedClientException``), the message
+from ``message``/``Message``.  ``UpstreamError.code`` is the exception's name and
+``type`` an OpenAI-style type (``ThrottlingException`` -> ``rate_limit_error``, …),
+so ``kernel.errors`` classifies them as spec 10 §1 says; a ``ValidationException``
+that names an invalid model identifier gets the code ``model_not_found``.
+
+Embeddings: ``/model/{modelId}/invoke``.  A Cohere model (``cohere.…``) gets
+``{"texts": [...], "input_type": "search_document"}`` (``embedding_types:
+["float"]``); any other (Titan) ``{"inputText": text}`` with ``dimensions`` and
+``normalize: true`` when ``dimensions`` is given.  Titan embeds one text per call:
+a request of several inputs is sent as a list and refused by Bedrock (400,
+``invalid_request``) rather than split or cut here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+from urllib.parse import quote, unquote_to_bytes, urlsplit
+
+from gateway.dialects.base import (
+    JSON,
+    RAW,
+    BadUpstreamResponse,
+    CredentialProblem,
+    CredentialShape,
+    StreamErrorEvent,
+    UpstreamCall,
+)
+from gateway.kernel.errors import UpstreamError
+from gateway.kernel.sse import SSEEvent
+from gateway.kernel.text import text_of
+from gateway.kernel.types import Auth
+
+SERVICE = "bedrock"
+ERROR_TEXT_MAX_CHARS = 2000
+EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
+#: the AWS region shape (``us-east-1``, ``us-gov-west-1``, ``eu-central-2``)
+REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+SIGV4_TIMESTAMP = "%Y%m%dT%H%M%SZ"
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_IMAGE_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+}
+#: a Bedrock exception -> an OpenAI-style error ``type`` (what
+#: ``classify_stream_error`` and the logs read)
+_ERROR_TYPES = {
+    "ThrottlingException": "rate_limit_error",
+    "ServiceQuotaExceededException": "rate_limit_error",
+    "ModelNotReadyException": "overloaded_error",
+    "ServiceUnavailableException": "overloaded_error",
+    "InternalServerException": "api_error",
+    "ModelStreamErrorException": "api_error",
+    "ModelErrorException": "api_error",
+    "ModelTimeoutException": "timeout_error",
+    "ValidationException": "invalid_request_error",
+    "AccessDeniedException": "permission_error",
+    "UnrecognizedClientException": "authentication_error",
+    "InvalidSignatureException": "authentication_error",
+    "IncompleteSignatureException": "authentication_error",
+    "MissingAuthenticationTokenException": "authentication_error",
+    "ExpiredTokenException": "authentication_error",
+    "ResourceNotFoundException": "not_found_error",
+}
+_MODEL_INVALID = re.compile(r"model identifier is invalid", re.IGNORECASE)
+#: the block that ends a cached prefix (a part's ``cache_control`` marker)
+CACHE_POINT: JSON = {"cachePoint": {"type": "default"}}
+_TOOL_CHOICES: dict[str, JSON] = {"auto": {"auto": {}}, "required": {"any": {}}}
+
+
+def _dict(value: Any) -> JSON:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# --- credentials -------------------------------------------------------------------
+
+_KEY_ID = "aws_access_key_id"
+_SECRET = "aws_secret_access_key"
+_TOKEN = "aws_session_token"
+_DEFAULT = "use_default_credentials"
+
+
+def _check_region(value: Any) -> str | None:
+    if not isinstance(value, str) or not REGION.fullmatch(value):
+        return "must be an AWS region such as us-east-1"
+    return None
+
+
+def check_provider(provider: Mapping[str, Any]) -> list[CredentialProblem]:
+    """A provider's ``region``, when it gives one for all its connections."""
+    region = provider.get("region")
+    problem = _check_region(region) if region is not None else None
+    return [("region", problem)] if problem else []
+
+
+def check_connection(
+    connection: Mapping[str, Any], provider: Mapping[str, Any]
+) -> list[CredentialProblem]:
+    """Keys or the default chain (not both), and a region from the connection or
+    its provider (spec 10 §3)."""
+    problems: list[CredentialProblem] = []
+    region = connection.get("region") or provider.get("region")
+    if region is None or region == "":
+        problems.append(("region", "is required for kind 'bedrock'"))
+    elif (problem := _check_region(region)) is not None:
+        problems.append(("region", problem))
+    default = connection.get(_DEFAULT)
+    if default is not None and not isinstance(default, bool):
+        problems.append((_DEFAULT, "must be true or false"))
+    keys = [name for name in (_KEY_ID, _SECRET, _TOKEN) if connection.get(name)]
+    if default is True:
+        problems += [(name, f"not used with {_DEFAULT}: true") for name in keys]
+        return problems
+    for name in (_KEY_ID, _SECRET):
+        if name not in keys:
+            problems.append(
+                (name, f"is required for kind 'bedrock' (or {_DEFAULT}: true)")
+            )
+    return problems
+
+
+BEDROCK_CREDENTIALS = CredentialShape(
+    api_key=False,
+    secrets=(_KEY_ID, _SECRET, _TOKEN),
+    settings=("region", _DEFAULT),
+    provider_settings=("region",),
+    check_provider=check_provider,
+    check_connection=check_connection,
+)
+
+
+# --- URLs and signing ------------------------------------------------------------
+
+
+def runtime_url(region: str) -> str:
+    return f"https://bedrock-runtime.{region}.amazonaws.com"
+
+
+def control_url(base_url: str) -> str:
+    """The control plane's base for a runtime base URL (``bedrock-runtime.`` ->
+    ``bedrock.``); any other host (a proxy, the mock) serves both."""
+    parts = urlsplit(base_url.rstrip("/"))
+    host = parts.netloc
+    for runtime, control in (
+        ("bedrock-runtime-fips.", "bedrock-fips."),
+        ("bedrock-runtime.", "bedrock."),
+    ):
+        if host.startswith(runtime):
+            host = control + host[len(runtime) :]
+            break
+    return parts._replace(netloc=host).geturl()
+
+
+def model_url(base_url: str, model: str, action: str) -> str:
+    """``{base}/model/{modelId}/{action}``, the id percent-encoded whole."""
+    return f"{base_url.rstrip('/')}/model/{quote(model, safe='-_.~')}/{action}"
+
+
+class AwsKey(NamedTuple):
+    """What SigV4 signs with; never in a ``repr``."""
+
+    region: str
+    access_key: str
+    secret_key: str
+    session_token: str | None = None
+
+    def __repr__(self) -> str:
+        return f"AwsKey(region={self.region!r})"
+
+
+def sign_request(
+    *,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float,
+    key: AwsKey,
+) -> dict[str, str]:
+    """The SigV4 headers (``Authorization``, ``X-Amz-Date``, and
+    ``X-Amz-Security-Token`` with a session token) for one request, signed over
+    ``body`` at ``now`` (unix seconds); botocore computes the canonical request,
+    the string to sign and the signature."""
+    from botocore.auth import SigV4Auth  # first use: off the import path
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    stamp = time.strftime(SIGV4_TIMESTAMP, time.gmtime(now))
+    added = {"X-Amz-Date": stamp}
+    if key.session_token:
+        added["X-Amz-Security-Token"] = key.session_token
+    request = AWSRequest(
+        method=method, url=url, data=body, headers={**headers, **added}
+    )
+    request.context["timestamp"] = stamp
+    credentials = Credentials(key.access_key, key.secret_key, key.session_token)
+    signer = SigV4Auth(credentials, SERVICE, key.region)
+    canonical = signer.canonical_request(request)
+    signature = signer.signature(signer.string_to_sign(request, canonical), request)
+    signed = signer.signed_headers(signer.headers_to_sign(request))
+    added["Authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={signer.scope(request)}, "
+        f"SignedHeaders={signed}, Signature={signature}"
+    )
+    return added
+
+
+class _Signer:
+    """A ``Signer`` bound to one credential and region (never in a ``repr``)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, auth: Auth) -> None:
+        self._key = AwsKey(
+            str(auth.setting("region", "")),
+            auth.secrets.get(_KEY_ID, ""),
+            auth.secrets.get(_SECRET, ""),
+            auth.secrets.get(_TOKEN) or None,
+        )
+
+    def __repr__(self) -> str:
+        return f"<SigV4 signer {self._key.region}>"
+
+    def __call__(
+        self,
+        *,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        now: float,
+    ) -> dict[str, str]:
+        return sign_request(
+            method=method,
+            url=url,
+            headers=headers,
+            body=body,
+            now=now,
+            key=self._key,
+        )
+
+
+def signer_for(auth: Auth | None) -> _Signer | None:
+    """The signer of a credential with keys (the default chain's are resolved into
+    ``secrets`` before a request is built); None when there are none."""
+    if auth is None or not auth.secrets.get(_KEY_ID) or not auth.secrets.get(_SECRET):
+        return None
+    return _Signer(auth)
+
+
+# --- request -------------------------------------------------------------------------
+
+
+def _image_block(part: JSON) -> JSON | None:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None  # Bedrock takes image bytes only
+    header, comma, payload = url[len("data:") :].partition(",")
+    media_type, *params = header.split(";")
+    fmt = _IMAGE_FORMATS.get(media_type.lower())
+    if not comma or fmt is None:
+        return None
+    if "base64" in params:
+        data = payload
+    else:
+        data = base64.b64encode(unquote_to_bytes(payload)).decode("ascii")
+    return {"image": {"format": fmt, "source": {"bytes": data}}}
+
+
+def _blocks(content: Any) -> list[JSON]:
+    """OpenAI message content -> Converse content blocks (text and images)."""
+    out: list[JSON] = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, str):
+            if part:
+                out.append({"text": part})
+            continue
+        part = _dict(part)
+        kind = part.get("type")
+        block: JSON | None = None
+        if kind in ("text", "refusal"):
+            text = part.get(kind)
+            if isinstance(text, str) and text:
+                block = {"text": text}
+        elif kind == "image_url":
+            block = _image_block(part)
+        if block is not None:
+            out.append(block)
+            if isinstance(part.get("cache_control"), dict):
+                out.append(dict(CACHE_POINT))  # caches the prompt up to here
+    return out
+
+
+def _arguments(arguments: Any) -> JSON:
+    if isinstance(arguments, dict):
+        return dict(arguments)
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _assistant_blocks(message: JSON) -> list[JSON]:
+    blocks = _blocks(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        call = _dict(call)
+        function = _dict(call.get("function"))
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        blocks.append(
+            {
+                "toolUse": {
+                    "toolUseId": str(call.get("id") or ""),
+                    "name": name,
+                    "input": _arguments(function.get("arguments")),
+                }
+            }
+        )
+    return blocks
+
+
+def _tool_result(message: JSON) -> JSON:
+    text = text_of(message.get("content"), "\n\n")
+    return {
+        "toolResult": {
+            "toolUseId": str(message.get("tool_call_id") or ""),
+            "content": [{"text": text}] if text else [{"json": {}}],
+        }
+    }
+
+
+def converse_messages(messages: Any) -> tuple[list[JSON], list[JSON]]:
+    """OpenAI messages -> (``system`` blocks, Converse ``messages``)."""
+    system: list[JSON] = []
+    turns: list[JSON] = []
+
+    def add(role: str, blocks: list[JSON]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role in _SYSTEM_ROLES:
+            system += [
+                b
+                for b in _blocks(message.get("content"))
+                if "text" in b or "cachePoint" in b
+            ]
+        elif role == "user":
+            add("user", _blocks(message.get("content")))
+        elif role == "assistant":
+            add("assistant", _assistant_blocks(message))
+        elif role == "tool":
+            add("user", [_tool_result(message)])
+    if not turns and system:  # Converse needs messages: the instruction is the prompt
+        turns, system = [{"role": "user", "content": system}], []
+    return system, turns
+
+
+def _tool_config(tools: Any, choice: Any) -> JSON | None:
+    specs: list[JSON] = []
+    for tool in tools if isinstance(tools, list) else ():
+        tool = _dict(tool)
+        if tool.get("type", "function") != "function":
+            continue
+        function = _dict(tool.get("function"))
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        spec: JSON = {"name": name}
+        if function.get("description"):
+            spec["description"] = str(function["description"])
+        parameters = function.get("parameters")
+        if not isinstance(parameters, dict) or not parameters:
+            parameters = {"type": "object", "properties": {}}
+        spec["inputSchema"] = {"json": parameters}
+        specs.append({"toolSpec": spec})
+    if not specs:
+        return None
+    config: JSON = {"tools": specs}
+    if isinstance(choice, str) and choice in _TOOL_CHOICES:
+        config["toolChoice"] = _TOOL_CHOICES[choice]
+    else:
+        name = _dict(_dict(choice).get("function")).get("name")
+        if isinstance(name, str) and name:
+            config["toolChoice"] = {"tool": {"name": name}}
+    return config
+
+
+def inference_config(body: JSON) -> JSON:
+    config: JSON = {}
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            config["maxTokens"] = value
+            break
+    if _number(body.get("temperature")):
+        config["temperature"] = body["temperature"]
+    if _number(body.get("top_p")):
+        config["topP"] = body["top_p"]
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop
+    if isinstance(stops, list):
+        kept = [s for s in stops if isinstance(s, str) and s]
+        if kept:
+            config["stopSequences"] = kept
+    return config
+
+
+def converse_body(body: JSON) -> JSON:
+    """A canonical chat request -> a ``ConverseRequest`` body (a new dict)."""
+    system, messages = converse_messages(body.get("messages"))
+    out: JSON = {"messages": messages}
+    if system:
+        out["system"] = system
+    config = inference_config(body)
+    if config:
+        out["inferenceConfig"] = config
+    tool_config = _tool_config(body.get("tools"), body.get("tool_choice"))
+    if tool_config is not None:
+        out["toolConfig"] = tool_config
+    if _number(body.get("top_k")):
+        out["additionalModelRequestFields"] = {"top_k": body["top_k"]}
+    return out
+
+
+def _inputs(body: JSON) -> list[str]:
+    raw = body.get("input")
+    items: list[Any] = [raw] if isinstance(raw, str) else list(raw or ())
+    if items and all(isinstance(t, int) for t in items):
+        items = [items]  # one list of token ids
+    return [item if isinstance(item, str) else json.dumps(item) for item in items]
+
+
+_COHERE = re.compile(r"(^|[./])cohere\.")
+
+
+def is_cohere(model: str) -> bool:
+    """A Cohere embedding model (``cohere.embed-…``, a profile or an ARN of one)."""
+    return _COHERE.search(model) is not None
+
+
+def invoke_embed_body(body: JSON, *, model: str) -> JSON:
+    """An OpenAI embeddings request -> the model's own invoke body."""
+    texts = _inputs(body)
+    if is_cohere(model):
+        return {
+            "texts": texts,
+            "input_type": "search_document",
+            "embedding_types": ["float"],
+        }
+    out: JSON = {"inputText": texts[0] if len(texts) == 1 else texts}
+    dimensions = body.get("dimensions")
+    if isinstance(dimensions, int) and not isinstance(dimensions, bool):
+        out["dimensions"] = dimensions
+        out["normalize"] = True
+    return out
+
+
+# --- reply ----------------------------------------------------------------------------
+
+
+def map_usage(usage: Any) -> JSON:
+    """Converse ``usage`` -> OpenAI usage (cache reads and writes inside the prompt)."""
+    usage = _dict(usage)
+    read = _int(usage.get("cacheReadInputTokens"))
+    write = _int(usage.get("cacheWriteInputTokens"))
+    prompt = _int(usage.get("inputTokens")) + read + write
+    completion = _int(usage.get("outputTokens"))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": read},
+        "cache_creation_input_tokens": write,
+    }
+
+
+def map_stop_reason(reason: Any, calls: bool = False) -> str:
+    mapped = _STOP_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
+    return "tool_calls" if calls and mapped == "stop" else mapped
+
+
+def _tool_call(use: JSON) -> JSON:
+    return {
+        "id": str(use.get("toolUseId") or ""),
+        "type": "function",
+        "function": {
+            "name": str(use.get("name") or ""),
+            "arguments": json.dumps(use.get("input") or {}),
+        },
+    }
+
+
+def _completion_id(payload: JSON, created: int) -> str:
+    """Converse answers with no id: one derived from the reply and its time."""
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode())
+    digest.update(str(created).encode())
+    return f"chatcmpl-{digest.hexdigest()[:29]}"
+
+
+def parse_converse_reply(payload: Any, *, created: int) -> JSON:
+    """A ``ConverseResponse`` -> an OpenAI ``chat.completion``."""
+    if not isinstance(payload, dict):
+        raise BadUpstreamResponse("completion is not a JSON object")
+    message = _dict(_dict(payload.get("output")).get("message"))
+    content = message.get("content")
+    if not isinstance(content, list):
+        raise BadUpstreamResponse("completion has no output message")
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[JSON] = []
+    for block in content:
+        block = _dict(block)
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif "toolUse" in block:
+            calls.append(_tool_call(_dict(block["toolUse"])))
+        elif "reasoningContent" in block:
+            reasoning = _dict(_dict(block["reasoningContent"]).get("reasoningText"))
+            if isinstance(reasoning.get("text"), str):
+                thoughts.append(reasoning["text"])
+    out_message: JSON = {
+        "role": "assistant",
+        "content": None if calls and not texts else "".join(texts),
+    }
+    if calls:
+        out_message["tool_calls"] = calls
+    if thoughts:
+        out_message["reasoning_content"] = "".join(thoughts)
+    completion: JSON = {
+        "id": _completion_id(payload, created),
+        "object": "chat.completion",
+        "created": created,
+        "model": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": out_message,
+                "finish_reason": map_stop_reason(
+                    payload.get("stopReason"), bool(calls)
+                ),
+            }
+        ],
+    }
+    if isinstance(payload.get("usage"), dict):
+        completion["usage"] = map_usage(payload["usage"])
+    return completion
+
+
+def parse_embed_reply(payload: Any) -> JSON:
+    """A Titan (``embedding``) or Cohere (``embeddings``) invoke reply -> the OpenAI
+    embeddings list."""
+    payload = _dict(payload)
+    vectors: Any
+    if isinstance(payload.get("embedding"), list):
+        vectors = [payload["embedding"]]
+    else:
+        vectors = payload.get("embeddings")
+        if isinstance(vectors, dict):  # Cohere with embedding_types
+            vectors = vectors.get("float")
+    if not isinstance(vectors, list) or not vectors:
+        raise BadUpstreamResponse("embeddings reply has no embeddings")
+    data = []
+    for index, vector in enumerate(vectors):
+        if not isinstance(vector, list):
+            raise BadUpstreamResponse(f"embeddings reply item {index} is not a vector")
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    out: JSON = {"object": "list", "data": data}
+    tokens = _int(payload.get("inputTextTokenCount"))
+    if tokens:
+        out["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return out
+
+
+def model_ids(payload: Any) -> list[str]:
+    """The ids of a ``ListFoundationModels`` reply (the models invocable on demand)
+    or a ``ListInferenceProfiles`` reply (the active profiles)."""
+    payload = _dict(payload)
+    if isinstance(payload.get("modelSummaries"), list):
+        found = []
+        for item in payload["modelSummaries"]:
+            item = _dict(item)
+            kinds = item.get("inferenceTypesSupported")
+            if isinstance(kinds, list) and "ON_DEMAND" not in kinds:
+                continue  # reachable through an inference profile only
+            if isinstance(item.get("modelId"), str):
+                found.append(item["modelId"])
+        return found
+    if isinstance(payload.get("inferenceProfileSummaries"), list):
+        return [
+            item["inferenceProfileId"]
+            for item in map(_dict, payload["inferenceProfileSummaries"])
+            if isinstance(item.get("inferenceProfileId"), str)
+            and item.get("status", "ACTIVE") == "ACTIVE"
+        ]
+    raise BadUpstreamResponse("model list has no modelSummaries")
+
+
+def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
+    if not headers:
+        return None
+    value = headers.get(name)
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
+    return value
+
+
+def exception_name(raw: Any) -> str | None:
+    """``ThrottlingException`` from ``ThrottlingException:http://…``,
+    ``com.amazon.coral.service#UnrecognizedClientException`` or a stream's
+    ``throttlingException``."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    name = raw.split(":", 1)[0].rsplit("#", 1)[-1].strip()
+    return name[:1].upper() + name[1:] if name else None
+
+
+def error_of(name: str | None, message: str) -> UpstreamError:
+    code = name
+    if name == "ValidationException" and _MODEL_INVALID.search(message):
+        code = "model_not_found"
+    return UpstreamError(message=message, code=code, type=_ERROR_TYPES.get(name or ""))
+
+
+def error_from_reply(
+    payload: Any, text: str, headers: Mapping[str, str] | None = None
+) -> UpstreamError:
+    body = _dict(payload)
+    name = exception_name(_header(headers, "x-amzn-errortype")) or exception_name(
+        body.get("__type")
+    )
+    message = body.get("message", body.get("Message"))
+    if not isinstance(message, str) or not message:
+        message = text[:ERROR_TEXT_MAX_CHARS]
+    return error_of(name, message)
+
+
+# --- stream -----------------------------------------------------------------------
+
+#: the event name a decoded exception frame carries
+EXCEPTION_EVENT = "exception"
+
+
+class EventStreamDecoder:
+    """AWS event-stream frames -> ``SSEEvent`` values (the frame's ``:event-type``
+    and its JSON payload; an exception frame as ``exception`` with
+    ``{"__type", "message"}``), checked by botocore's parser (prelude and message
+    CRCs); a malformed frame raises ``BadUpstreamResponse``."""
+
+    __slots__ = ("_buffer", "_errors")
+
+    def __init__(self) -> None:
+        from botocore.eventstream import (  # first use: off the import path
+            EventStreamBuffer,
+            ParserError,
+        )
+
+        self._buffer = EventStreamBuffer()
+        self._errors = ParserError
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._buffer.add_data(chunk)
+        events: list[SSEEvent] = []
+        try:
+            for message in self._buffer:
+                events.append(_event(message.headers, message.payload))
+        except self._errors as exc:
+            raise BadUpstreamResponse(f"malformed event-stream frame: {exc}") from None
+        return events
+
+    def flush(self) -> list[SSEEvent]:
+        return []
+
+
+def _event(headers: Mapping[str, Any], payload: bytes) -> SSEEvent:
+    kind = headers.get(":message-type", "event")
+    if kind == "event":
+        return SSEEvent(
+            data=payload.decode("utf-8", "replace") or "{}",
+            event=str(headers.get(":event-type") or ""),
+        )
+    try:
+        body = json.loads(payload) if payload else {}
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    if kind == "exception":
+        name = headers.get(":exception-type")
+    else:  # an "error" frame names its code and message in headers
+        name = headers.get(":error-code")
+        body.setdefault("message", headers.get(":error-message"))
+    message = body.get("message", body.get("Message"))
+    return SSEEvent(
+        data=json.dumps({"__type": name, "message": message or ""}),
+        event=EXCEPTION_EVENT,
+    )
+
+
+class BedrockStreamTranslator:
+    """ConverseStream events -> OpenAI chunks for one attempt."""
+
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_created",
+        "_finished",
+        "_raw",
+        "_started",
+        "_usage",
+    )
+
+    def __init__(self, *, created: int, raw: bool = False) -> None:
+        self._created = created
+        self._raw = raw
+        self._started = False
+        self._finished = False
+        self._usage: JSON | None = None
+        self._blocks: dict[int, int] = {}  # contentBlockIndex -> tool call position
+        self._calls = 0
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def partial_usage(self) -> JSON | None:
+        return map_usage(self._usage) if self._usage is not None else None
+
+    def _chunk(self, delta: JSON, finish: str | None = None) -> JSON:
+        # no "id": ConverseStream has none, and the gateway's own applies
+        return {
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": "",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    def _start(self) -> list[JSON]:
+        if self._started:
+            return []
+        self._started = True
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def translate(self, event: str | None, data: Any) -> list[JSON]:
+        chunks = self._translate(event, _dict(data))
+        if self._raw and isinstance(data, dict):
+            chunks.insert(0, {RAW: (event, data)})
+        return chunks
+
+    def _translate(self, event: str | None, data: JSON) -> list[JSON]:
+        if event == EXCEPTION_EVENT:
+            raise StreamErrorEvent(
+                error_of(exception_name(data.get("__type")), str(data.get("message")))
+            )
+        if event == "messageStart":
+            return self._start()
+        if event == "contentBlockStart":
+            return self._block_start(data)
+        if event == "contentBlockDelta":
+            return self._delta(data)
+        if event == "messageStop":
+            self._finished = True
+            reason = map_stop_reason(data.get("stopReason"), self._calls > 0)
+            return [*self._start(), self._chunk({}, reason)]
+        if event == "metadata" and isinstance(data.get("usage"), dict):
+            self._usage = data["usage"]
+            chunk = self._chunk({})
+            chunk["choices"] = []
+            chunk["usage"] = map_usage(self._usage)
+            return [chunk]
+        return []
+
+    def _block_start(self, data: JSON) -> list[JSON]:
+        use = _dict(_dict(data.get("start")).get("toolUse"))
+        if not use:
+            return []
+        position = self._calls
+        self._calls += 1
+        self._blocks[_int(data.get("contentBlockIndex"))] = position
+        start = {
+            "index": position,
+            "id": str(use.get("toolUseId") or ""),
+            "type": "function",
+            "function": {"name": str(use.get("name") or ""), "arguments": ""},
+        }
+        return [*self._start(), self._chunk({"tool_calls": [start]})]
+
+    def _delta(self, data: JSON) -> list[JSON]:
+        delta = _dict(data.get("delta"))
+        if isinstance(delta.get("text"), str):
+            if not delta["text"]:
+                return []
+            return [*self._start(), self._chunk({"content": delta["text"]})]
+        if "toolUse" in delta:
+            piece = _dict(delta["toolUse"]).get("input")
+            position = self._blocks.get(_int(data.get("contentBlockIndex")))
+            if position is None or not isinstance(piece, str) or not piece:
+                return []
+            call = {"index": position, "function": {"arguments": piece}}
+            return [self._chunk({"tool_calls": [call]})]
+        reasoning = _dict(delta.get("reasoningContent"))
+        if isinstance(reasoning.get("text"), str) and reasoning["text"]:
+            return [
+                *self._start(),
+                self._chunk({"reasoning_content": reasoning["text"]}),
+            ]
+        return []
+
+
+# --- the dialect ----------------------------------------------------------------
+
+
+class BedrockDialect:
+    kind = "bedrock"
+    label = "Amazon Bedrock"
+    #: the endpoint follows from the region (``base_url`` overrides it)
+    needs_base_url = False
+    #: the kind is not a models.dev provider id (``amazon-bedrock`` is, which the
+    #: preset sets as the provider's ``models_dev_id``)
+    catalog = False
+    reasoning_effort = False
+    in_process = False
+    ratelimit_prefixes: tuple[str, ...] = ()
+    surfaces: frozenset[str] = frozenset()
+    wire = "chat"
+    embeddings = True
+    counts_tokens = False
+    credentials: CredentialShape = BEDROCK_CREDENTIALS
+
+    def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:
+        """The region's runtime endpoint when the provider names no ``base_url``."""
+        if base_url or auth is None:
+            return None
+        region = auth.setting("region")
+        return runtime_url(region) if isinstance(region, str) and region else None
+
+    def stream_decoder(self) -> EventStreamDecoder:
+        return EventStreamDecoder()
+
+    def _call(
+        self,
+        url: str,
+        body: JSON,
+        auth: Auth | None,
+        *,
+        operation: str = "chat",
+        accept: str = "application/json",
+    ) -> UpstreamCall:
+        return UpstreamCall(
+            url=url,
+            headers={"content-type": "application/json", "accept": accept},
+            body=body,
+            operation=operation,
+            sign=signer_for(auth),
+        )
+
+    def build_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        if stream:
+            return self._call(
+                model_url(base_url, model, "converse-stream"),
+                converse_body(body),
+                auth,
+                accept=EVENT_STREAM_TYPE,
+            )
+        return self._call(
+            model_url(base_url, model, "converse"), converse_body(body), auth
+        )
+
+    def parse_completion(self, payload: Any, *, created: int) -> JSON:
+        return parse_converse_reply(payload, created=created)
+
+    def passthrough_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+        forward: tuple[tuple[str, str], ...],
+        surface: str = "chat",
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        raise NotImplementedError("no client wire is Bedrock's own")
+
+    def embeddings_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        return self._call(
+            model_url(base_url, model, "invoke"),
+            invoke_embed_body(body, model=model),
+            auth,
+            operation="embeddings",
+        )
+
+    def count_tokens_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        forward: tuple[tuple[str, str], ...],
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        raise NotImplementedError("Bedrock's Converse has no token count")
+
+    def list_models_request(
+        self, *, base_url: str, api_key: str | None, auth: Auth | None = None
+    ) -> UpstreamCall:
+        """``ListFoundationModels``, then ``ListInferenceProfiles`` (``also``)."""
+        control = control_url(base_url)
+        sign = signer_for(auth)
+        accept = {"accept": "application/json"}
+        profiles = UpstreamCall(
+            url=f"{control}/inference-profiles?maxResults=1000",
+            headers=dict(accept),
+            body={},
+            method="GET",
+            operation="models",
+            sign=sign,
+        )
+        return UpstreamCall(
+            url=f"{control}/foundation-models",
+            headers=dict(accept),
+            body={},
+            method="GET",
+            operation="models",
+            sign=sign,
+            also=(profiles,),
+        )
+
+    def parse_model_list(self, payload: Any) -> list[str]:
+        return model_ids(payload)
+
+    def parse_embeddings(self, payload: Any) -> JSON:
+        return parse_embed_reply(payload)
+
+    def stream_translator(
+        self, *, created: int, raw: bool = False
+    ) -> BedrockStreamTranslator:
+        return BedrockStreamTranslator(created=created, raw=raw)
+
+    def parse_error(
+        self, payload: Any, text: str, headers: Mapping[str, str] | None = None
+    ) -> UpstreamError:
+        return error_from_reply(payload, text, headers)

@@ -1,0 +1,617 @@
+"""``kind: bedrock`` (spec 10 §1, §3, §6 example 2) through a real gateway process and
+the mock's Bedrock wire, which verifies every SigV4 signature with the secret it
+knows: chat and streams (text and tool calls, AWS event-stream framing) with the
+openai SDK, the Messages and Responses surfaces translated to Converse, embeddings
+through invoke, usage and cost with cache reads and writes, each failure class (a
+``ThrottlingException`` cools the connection like a 429; a wrong secret is a 403
+that auth-disables it), failover, Test connection and model discovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from gateway.dialects.bedrock import AwsKey, sign_request
+from providers.mock_upstream.wire_bedrock import (
+    TEST_ACCESS_KEY_ID,
+    TEST_SECRET_ACCESS_KEY,
+)
+from tests.integration.conftest import KEY_ALL
+
+pytestmark = pytest.mark.integration
+
+#: the gateway process inherits this at start (collection runs before the session
+#: gateway starts): the secret is configured as an ``env:`` reference
+SECRET_ENV = "BEDROCK_IT_SECRET_ACCESS_KEY"
+os.environ.setdefault(SECRET_ENV, TEST_SECRET_ACCESS_KEY)
+#: and AWS's default chain finds the mock's key in the environment (the
+#: ``use_default_credentials`` connection), never a metadata endpoint
+os.environ["AWS_ACCESS_KEY_ID"] = TEST_ACCESS_KEY_ID
+os.environ["AWS_SECRET_ACCESS_KEY"] = TEST_SECRET_ACCESS_KEY
+os.environ.pop("AWS_SESSION_TOKEN", None)
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
+CLAUDE = "anthropic.claude-mock-v1:0"
+CLAUDE_PATH = "/model/anthropic.claude-mock-v1%3A0"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather of a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def _root(mock) -> str:
+    """The mock's origin: a Bedrock endpoint has no path."""
+    return mock.url.removesuffix("/v1")
+
+
+@pytest.fixture(scope="module")
+def bedrock(gateway, mock):
+    root = _root(mock)
+    result = gateway.apply(f"""
+providers:
+  - slug: br
+    preset: bedrock
+    base_url: {root}
+    region: us-east-1
+    connections:
+      - name: main
+        aws_access_key_id: {TEST_ACCESS_KEY_ID}
+        aws_secret_access_key: env:{SECRET_ENV}
+    models:
+      - id: {CLAUDE}
+        input_cost: 3.0
+        output_cost: 15.0
+        cache_read_cost: 0.3
+        cache_write_cost: 3.75
+      - id: amazon.titan-embed-text-v2:0
+        input_cost: 0.02
+        capabilities: [embeddings]
+      - id: cohere.embed-english-v3
+        capabilities: [embeddings]
+  - slug: brbad
+    kind: bedrock
+    base_url: {root}
+    connections:
+      - name: main
+        region: us-west-2
+        aws_access_key_id: {TEST_ACCESS_KEY_ID}
+        aws_secret_access_key: not-the-secret-the-mock-knows
+    models:
+      - id: bbad
+  - slug: brdef
+    kind: bedrock
+    base_url: {root}
+    connections:
+      - name: main
+        region: eu-west-1
+        use_default_credentials: true
+    models:
+      - id: ddef
+  - slug: brfb
+    kind: openai
+    base_url: {mock.url}
+    connections:
+      - name: main
+        api_key: sk-upstream-secret-brfb-1234567890
+    models:
+      - id: bfb
+""")
+    assert result.returncode == 0, result.stderr
+    return gateway
+
+
+@pytest.fixture
+def oai(bedrock):
+    return openai.OpenAI(base_url=f"{bedrock.url}/v1", api_key=KEY_ALL, max_retries=0)
+
+
+def _health(gateway, slug: str) -> dict:
+    rows = httpx.get(
+        f"{gateway.url}/api/connections",
+        headers={"Authorization": f"Bearer {gateway.admin_token}"},
+        timeout=10,
+    ).json()
+    return next(r for r in rows if r["provider"] == slug)["health"]
+
+
+def _chat(gateway, **body) -> httpx.Response:
+    return httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={"messages": [{"role": "user", "content": "hi"}], **body},
+        timeout=30,
+    )
+
+
+def _api(gateway, path: str) -> httpx.Response:
+    return httpx.post(
+        f"{gateway.url}/api/{path}",
+        headers={"Authorization": f"Bearer {gateway.admin_token}"},
+        timeout=30,
+    )
+
+
+def _assert_signed(sent: dict, region: str = "us-east-1") -> None:
+    authorization = sent["headers"]["authorization"]
+    assert authorization.startswith(
+        f"AWS4-HMAC-SHA256 Credential={TEST_ACCESS_KEY_ID}/"
+    )
+    assert f"/{region}/bedrock/aws4_request" in authorization
+    assert sent["headers"]["x-amz-date"]
+    assert TEST_SECRET_ACCESS_KEY not in json.dumps(sent)
+
+
+# --- chat -----------------------------------------------------------------------------
+
+
+def test_a_chat_request_is_translated_to_converse_and_signed(oai, upstream):
+    answer = oai.chat.completions.create(
+        model=f"br/{CLAUDE}",
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello"},
+        ],
+        max_tokens=50,
+        temperature=0.2,
+        stop=["END"],
+    )
+    assert answer.choices[0].message.content == f"Hello from mock {CLAUDE}."
+    assert answer.choices[0].finish_reason == "stop"
+    assert answer.model == f"br/{CLAUDE}"
+    assert answer.usage.completion_tokens > 0
+    sent = upstream.requests()[-1]
+    assert sent["path"] == f"{CLAUDE_PATH}/converse"
+    assert sent["outcome"] == "completed"
+    _assert_signed(sent)
+    assert sent["body"] == {
+        "messages": [{"role": "user", "content": [{"text": "hello"}]}],
+        "system": [{"text": "Be brief."}],
+        "inferenceConfig": {
+            "maxTokens": 50,
+            "temperature": 0.2,
+            "stopSequences": ["END"],
+        },
+    }
+
+
+def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
+    stream = oai.chat.completions.create(
+        model=f"br/{CLAUDE}",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+        usage = chunk.usage or usage
+    assert text == f"Hello from mock {CLAUDE}."
+    assert finish == "stop"
+    assert usage is not None
+    assert usage.completion_tokens == 4
+    sent = upstream.requests()[-1]
+    assert sent["path"] == f"{CLAUDE_PATH}/converse-stream"
+    assert sent["stream"] is True
+    assert sent["outcome"] == "completed"
+    _assert_signed(sent)
+
+
+def test_a_streamed_tool_call_round_trips_with_the_sdk_stream_helper(oai, upstream):
+    upstream.add(
+        CLAUDE, tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+    )
+    with oai.chat.completions.stream(
+        model=f"br/{CLAUDE}",
+        messages=[{"role": "user", "content": "weather?"}],
+        tools=[WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    ) as stream:
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    call = choice.message.tool_calls[0]
+    assert choice.finish_reason == "tool_calls"
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Oslo"}
+    assert call.id.startswith("tooluse_mock")
+    sent = upstream.requests()[-1]["body"]
+    assert sent["toolConfig"] == {
+        "tools": [
+            {
+                "toolSpec": {
+                    "name": "get_weather",
+                    "description": "The weather of a city",
+                    "inputSchema": {"json": WEATHER["function"]["parameters"]},
+                }
+            }
+        ],
+        "toolChoice": {"tool": {"name": "get_weather"}},
+    }
+    upstream.reset()
+    answer = oai.chat.completions.create(
+        model=f"br/{CLAUDE}",
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+        ],
+        tools=[WEATHER],
+    )
+    assert answer.choices[0].message.content == f"Hello from mock {CLAUDE}."
+    assert upstream.requests()[-1]["body"]["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "toolUse": {
+                        "toolUseId": call.id,
+                        "name": "get_weather",
+                        "input": {"city": "Oslo"},
+                    }
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": call.id, "content": [{"text": "sunny"}]}}
+            ],
+        },
+    ]
+
+
+def test_the_default_credential_chain_signs_too(bedrock, upstream):
+    response = _chat(bedrock, model="brdef/ddef")
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == (
+        "Hello from mock ddef."
+    )
+    _assert_signed(upstream.requests()[-1], region="eu-west-1")
+
+
+def test_a_non_streamed_tool_call(oai, upstream):
+    upstream.add(
+        CLAUDE, tool_calls=[{"name": "get_weather", "arguments": {"city": "Rome"}}]
+    )
+    answer = oai.chat.completions.create(
+        model=f"br/{CLAUDE}",
+        messages=[{"role": "user", "content": "weather?"}],
+        tools=[WEATHER],
+    )
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert json.loads(choice.message.tool_calls[0].function.arguments) == {
+        "city": "Rome"
+    }
+
+
+def test_usage_reaches_the_bill_with_cache_reads_and_writes(bedrock, upstream):
+    upstream.add(
+        CLAUDE,
+        body={
+            "output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
+            "stopReason": "end_turn",
+            "usage": {
+                "inputTokens": 300,
+                "outputTokens": 100,
+                "totalTokens": 1400,
+                "cacheReadInputTokens": 600,
+                "cacheWriteInputTokens": 400,
+            },
+        },
+    )
+    answer = _chat(bedrock, model=f"br/{CLAUDE}").json()
+    assert answer["usage"]["prompt_tokens"] == 1300
+    assert answer["usage"]["completion_tokens"] == 100
+    assert answer["usage"]["prompt_tokens_details"]["cached_tokens"] == 600
+    row = bedrock.requests_log()[-1]
+    # 300 fresh at 3.0, 600 cache reads at 0.3, 400 cache writes at 3.75, 100 out at 15
+    assert float(row["cost_usd"]) == pytest.approx(
+        (300 * 3.0 + 600 * 0.3 + 400 * 3.75 + 100 * 15.0) / 1e6
+    )
+
+
+# --- the other surfaces ---------------------------------------------------------------
+
+
+def test_a_messages_request_is_translated_to_converse(bedrock, upstream):
+    client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)
+    message = client.messages.create(
+        model=f"br/{CLAUDE}",
+        max_tokens=64,
+        system="Be brief.",
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    assert message.content[0].text == f"Hello from mock {CLAUDE}."
+    assert message.stop_reason == "end_turn"
+    sent = upstream.requests()[-1]
+    assert sent["path"] == f"{CLAUDE_PATH}/converse"
+    assert sent["body"]["system"] == [{"text": "Be brief."}]
+    assert sent["body"]["inferenceConfig"]["maxTokens"] == 64
+
+
+def test_a_converse_stream_arrives_as_a_messages_stream(bedrock, upstream):
+    """Spec 10 §6 example 2."""
+    client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)
+    with client.messages.stream(
+        model=f"br/{CLAUDE}",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "hello"}],
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == f"Hello from mock {CLAUDE}."
+    assert final.stop_reason == "end_turn"
+    assert final.usage.output_tokens == 4
+    sent = upstream.requests()[-1]
+    assert sent["path"] == f"{CLAUDE_PATH}/converse-stream"
+    _assert_signed(sent)
+
+
+def test_a_streamed_messages_tool_call_comes_from_bedrock(bedrock, upstream):
+    upstream.add(
+        CLAUDE, tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+    )
+    client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)
+    with client.messages.stream(
+        model=f"br/{CLAUDE}",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "weather?"}],
+        tools=[
+            {
+                "name": "get_weather",
+                "input_schema": WEATHER["function"]["parameters"],
+            }
+        ],
+    ) as stream:
+        final = stream.get_final_message()
+    block = next(b for b in final.content if b.type == "tool_use")
+    assert (block.name, block.input) == ("get_weather", {"city": "Oslo"})
+    assert final.stop_reason == "tool_use"
+
+
+def test_a_responses_request_is_translated_to_converse(oai, upstream):
+    response = oai.responses.create(
+        model=f"br/{CLAUDE}", input="hello", instructions="Be brief.", store=False
+    )
+    assert response.output_text == f"Hello from mock {CLAUDE}."
+    assert response.status == "completed"
+    sent = upstream.requests()[-1]
+    assert sent["path"] == f"{CLAUDE_PATH}/converse"
+    assert sent["body"]["system"] == [{"text": "Be brief."}]
+    with oai.responses.stream(model=f"br/{CLAUDE}", input="hi", store=False) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == f"Hello from mock {CLAUDE}."
+    assert upstream.requests()[-1]["path"] == f"{CLAUDE_PATH}/converse-stream"
+
+
+# --- embeddings -----------------------------------------------------------------------
+
+
+def test_titan_embeddings_go_to_invoke(oai, upstream, bedrock):
+    answer = oai.embeddings.create(
+        model="br/amazon.titan-embed-text-v2:0", input="hello", dimensions=4
+    )
+    assert len(answer.data) == 1
+    assert len(answer.data[0].embedding) == 4
+    assert answer.usage.prompt_tokens >= 1
+    sent = upstream.requests()[-1]
+    assert sent["path"] == "/model/amazon.titan-embed-text-v2%3A0/invoke"
+    assert sent["body"] == {"inputText": "hello", "dimensions": 4, "normalize": True}
+    _assert_signed(sent)
+    row = bedrock.requests_log()[-1]
+    assert row["endpoint"] == "embeddings"
+    assert row["usage_source"] == "upstream"
+
+
+def test_titan_refuses_several_inputs_as_bedrock_does(bedrock, upstream):
+    response = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={"model": "br/amazon.titan-embed-text-v2:0", "input": ["a", "b"]},
+        timeout=30,
+    )
+    assert response.status_code == 400
+    assert "inputText" in response.json()["error"]["message"]
+
+
+def test_cohere_embeddings_send_every_text(oai, upstream):
+    answer = oai.embeddings.create(
+        model="br/cohere.embed-english-v3", input=["a", "b", "c"]
+    )
+    assert [item.index for item in answer.data] == [0, 1, 2]
+    assert answer.data[0].embedding != answer.data[1].embedding
+    sent = upstream.requests()[-1]
+    assert sent["path"] == "/model/cohere.embed-english-v3/invoke"
+    assert sent["body"]["texts"] == ["a", "b", "c"]
+
+
+# --- failures -------------------------------------------------------------------------
+
+
+def test_a_throttling_exception_cools_the_connection_like_a_429(bedrock, upstream):
+    upstream.add(CLAUDE, status=429, times=1)
+    first = _chat(bedrock, model=f"br/{CLAUDE}")
+    assert first.status_code == 429
+    assert upstream.requests()[-1]["outcome"] == "error"
+    assert _health(bedrock, "br")["cooldown_until"] is not None
+    again = _chat(bedrock, model=f"br/{CLAUDE}")
+    assert again.status_code == 503
+    assert again.json()["error"]["attempts"][0]["reason"] == "cooldown"
+    assert len(upstream.requests()) == 1
+    row = bedrock.requests_log()[-2]
+    attempt = bedrock.attempts_log(row["id"])[-1]
+    assert (attempt["reason"], attempt["http_status"]) == ("rate_limit", 429)
+    assert attempt["cooldown_trigger"]
+
+
+def test_the_mock_answers_a_429_as_a_throttling_exception(mock, upstream):
+    upstream.add(CLAUDE, status=429, times=1)
+    url = f"{_root(mock)}{CLAUDE_PATH}/converse"
+    body = b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}'
+    headers = {"content-type": "application/json"}
+    headers |= sign_request(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=body,
+        now=time.time(),
+        key=AwsKey("us-east-1", TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY),
+    )
+    response = httpx.post(url, content=body, headers=headers, timeout=10)
+    assert response.status_code == 429
+    assert response.headers["x-amzn-errortype"].startswith("ThrottlingException")
+    assert response.json()["message"]
+
+
+def test_a_wrong_secret_is_a_403_that_auth_disables_the_connection(bedrock, upstream):
+    first = _chat(bedrock, models=["brbad/bbad", "brfb/bfb"])
+    assert first.status_code == 200
+    attempt = first.json()["omniroute"]["failover"]["attempts"][0]
+    assert (attempt["model"], attempt["reason"], attempt["detail"]) == (
+        "brbad/bbad",
+        "server_error",
+        "auth_failed",
+    )
+    assert attempt["http_status"] == 403
+    refused = upstream.requests()[0]
+    assert refused["path"] == "/model/bbad/converse"
+    assert refused["outcome"] == "error"
+    health = _health(bedrock, "brbad")
+    assert health["auth_status"] == "auth_failed"
+    assert health["auth_disabled_until"] is not None
+    second = _chat(bedrock, models=["brbad/bbad", "brfb/bfb"])
+    skipped = second.json()["omniroute"]["failover"]["attempts"][0]
+    assert (skipped["status"], skipped["reason"]) == ("skipped", "auth_disabled")
+
+
+def test_a_service_unavailable_fails_over(bedrock, upstream):
+    upstream.add(CLAUDE, status=503, times=1)
+    response = _chat(bedrock, models=[f"br/{CLAUDE}", "brfb/bfb"])
+    assert response.status_code == 200
+    body = response.json()
+    assert body["model"] == "brfb/bfb"
+    first = body["omniroute"]["failover"]["attempts"][0]
+    assert (first["reason"], first["http_status"]) == ("server_error", 503)
+
+
+def test_an_exception_frame_before_commit_fails_over(oai, upstream):
+    upstream.add(
+        CLAUDE,
+        stream_error={"__type": "throttlingException", "message": "slow down"},
+    )
+    stream = oai.chat.completions.create(
+        model=f"br/{CLAUDE}",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        extra_body={"fallback_models": ["brfb/bfb"]},
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "Hello from mock bfb."
+
+
+def test_a_stream_cut_after_commit_is_interrupted(bedrock, upstream):
+    upstream.add(CLAUDE, drop_after_tokens=2)
+    response = httpx.post(
+        f"{bedrock.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+        },
+        timeout=30,
+    )
+    chunks = [
+        json.loads(line[len("data: ") :])
+        for line in response.text.splitlines()
+        if line.startswith("data: {")
+    ]
+    text = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
+    )
+    assert text == "Hello from"
+    assert "stream_interrupted" in response.text
+    row = bedrock.requests_log()[-1]
+    assert row["status"] == "interrupted"
+    # Bedrock reports usage only at the end: the gateway's estimate is billed
+    assert row["usage_source"] == "estimated"
+
+
+def test_a_context_overflow_is_context_length(bedrock, upstream):
+    upstream.add(
+        CLAUDE,
+        status=400,
+        error_body={"message": "Input is too long for requested model."},
+        times=1,
+    )
+    response = _chat(bedrock, models=[f"br/{CLAUDE}", "brfb/bfb"])
+    assert response.status_code == 200
+    first = response.json()["omniroute"]["failover"]["attempts"][0]
+    assert (first["reason"], first["http_status"]) == ("context_length", 400)
+
+
+# --- Test connection and discovery ----------------------------------------------------
+
+
+def _connection_id(gateway, provider: str) -> int:
+    listed = httpx.get(
+        f"{gateway.url}/api/connections",
+        headers={"Authorization": f"Bearer {gateway.admin_token}"},
+        timeout=10,
+    ).json()
+    return next(c["id"] for c in listed if c["provider"] == provider)
+
+
+def test_discovery_lists_foundation_models_and_inference_profiles(bedrock, upstream):
+    upstream.add("meta.llama-mock-v1:0", content="x")  # the mock lists scripted ids
+    answer = _api(bedrock, "providers/br/discover")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["ok"] is True
+    ids = [m["id"] for m in body["models"]]
+    assert "meta.llama-mock-v1:0" in ids
+    assert "us.meta.llama-mock-v1:0" in ids
+    paths = [r["path"] for r in upstream.requests()]
+    assert paths == ["/foundation-models", "/inference-profiles?maxResults=1000"]
+    for sent in upstream.requests():
+        _assert_signed(sent)
+    assert TEST_SECRET_ACCESS_KEY not in answer.text
+
+
+def test_test_connection_signs_and_reports_a_wrong_secret(bedrock, upstream):
+    good = _api(bedrock, f"connections/{_connection_id(bedrock, 'br')}/test").json()
+    assert (good["ok"], good["http_status"]) == (True, 200)
+    bad = _api(bedrock, f"connections/{_connection_id(bedrock, 'brbad')}/test")
+    body = bad.json()
+    assert (body["ok"], body["http_status"]) == (False, 403)
+    assert (body["reason"], body["detail"]) == ("server_error", "auth_failed")
+    assert "signature" in body["message"].lower()
+    assert "not-the-secret" not in bad.text
+    # a probe feeds no health state
+    assert _health(bedrock, "brbad")["auth_disabled_until"] is None
+
+
+def test_the_mock_refuses_an_unsigned_request(mock, bedrock):
+    response = httpx.post(
+        f"{_root(mock)}{CLAUDE_PATH}/converse", json={"messages": []}, timeout=10
+    )
+    assert response.status_code == 403
+    assert response.headers["x-amzn-errortype"].startswith(
+        "MissingAuthenticationTokenException"
+    )
