@@ -414,7 +414,6 @@ def test_what_is_given_overrides_the_preset():
     ("data", "problem"),
     [
         ({"preset": "nope"}, "preset: must be one of:"),
-        ({"preset": "vertex"}, "preset: needs kind 'vertex'"),
         ({"preset": "vllm"}, "base_url: is required for this kind"),
         (
             {"kind": "openai", "base_url": "http://x/v1", "proxy_url": "socks://p"},
