@@ -49,6 +49,12 @@ NAVIGATION = [
             _item("Traffic overview", "monitoring", reverse_lazy("telemetry-overview")),
             _item("Live routing", "stream", reverse_lazy("telemetry-live-routing")),
             _item("Explain route", "alt_route", reverse_lazy("explain-route")),
+            _item(
+                "Playground",
+                "science",
+                reverse_lazy("admin-playground"),
+                "combos.change_apikey",
+            ),
         ],
     },
     {

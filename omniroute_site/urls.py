@@ -10,6 +10,7 @@ from gateway.ops import (
     admin_probe,
     auto_views,
     dashboard,
+    playground,
     probe,
     responses_views,
     views,
@@ -31,6 +32,11 @@ urlpatterns = [
         "admin/dashboard/panels/",
         admin.site.admin_view(dashboard.panel_view),
         name="admin-dashboard-panels",
+    ),
+    path(
+        "admin/playground/",
+        admin.site.admin_view(playground.playground_view),
+        name="admin-playground",
     ),
     path(
         "admin/dashboard/health/",
