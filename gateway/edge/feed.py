@@ -74,6 +74,7 @@ def feed_message(
         "ts": _timestamp(request.get("finished_at")),
         "request_id": str(request["id"]),
         "api_key_prefix": request.get("api_key_prefix"),
+        "api_key": request.get("api_key_name"),
         "requested_model": request.get("requested_model"),
         "route": request.get("route"),
         "strategy": request.get("strategy"),

@@ -38,7 +38,8 @@ class Persist:
         if run.events and self.table is not None:
             webhooks.publish_events(run.events, self.table)
         request, attempts = run.rows()
-        feed.publish(request, attempts)  # a background task; never awaited here
+        # a background task, never awaited here; the feed shows the key's name
+        feed.publish({**request, "api_key_name": run.key.name}, attempts)
         if settings.OMNIROUTE_LOG_SYNC:
             try:
                 await asyncio.to_thread(recorder.record_now, request, attempts)

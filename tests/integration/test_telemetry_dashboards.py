@@ -214,6 +214,30 @@ def test_live_routing_in_chromium_shows_a_new_request(
     row.wait_for()
 
     assert page.locator("#live-routing tbody tr").count() == 1
-    assert row.locator("td.served-model").inner_text() == "pa/m1"
-    assert row.locator("td.status").inner_text() == "success"
-    assert row.locator("td.attempts").inner_text().startswith("pa/m1@main success")
+    assert row.locator("td.models").inner_text() == "pa/m1 → pa/m1"
+    assert row.locator("td.status").inner_text() == "success 200"
+    assert row.locator("td.key").inner_text() == "all"  # the key's name
+    row.locator("td.attempts summary").click()
+    assert row.locator("td.attempts pre").inner_text().startswith("pa/m1@main success")
+    link = row.locator("td.request-id a").get_attribute("href")
+    assert link == f"/admin/telemetry/requestlog/{request_id}/change/"
+
+    # failed only hides it; pausing holds the next decision until resumed
+    page.check("#filter-failed")
+    assert row.is_hidden()
+    page.uncheck("#filter-failed")
+    page.fill("#filter-model", "pa/m1")
+    assert row.is_visible()
+    page.fill("#filter-model", "")
+    page.click("#live-pause")
+    page.wait_for_selector("#live-status[data-state='paused']")
+    second = client.post(
+        "/v1/chat/completions", json={"model": "pa/m1", "messages": MESSAGES}
+    )
+    assert second.status_code == 200
+    page.wait_for_selector("#live-held:not([hidden])")
+    assert page.locator("#live-routing tbody tr").count() == 1
+    page.click("#live-pause")
+    page.wait_for_function(
+        "document.querySelectorAll('#live-routing tbody tr').length === 2"
+    )

@@ -44,6 +44,7 @@ FEED_FIELDS = {
     "ts",
     "request_id",
     "api_key_prefix",
+    "api_key",  # issue #15: the key's name for the live page
     "requested_model",
     "route",
     "strategy",
@@ -161,6 +162,7 @@ def test_feed_message_from_a_run_record_has_every_field(finished_run: RunRecord)
         "ts": "2025-06-15T15:06:40.500Z",
         "request_id": "00000000-0000-4000-8000-000000000042",
         "api_key_prefix": "sk-or-ops",
+        "api_key": None,  # the rows carry no name; the front door adds it
         "requested_model": "coder",
         "route": "combo:team",
         "strategy": "priority",

@@ -1,6 +1,8 @@
 // The "Live routing" admin page: one row per routing decision from /ws/routing/
 // (spec 06 §4.2), newest first, at most data-max-rows rows.  Text only goes in
 // through textContent: requested models and session ids come from API clients.
+// Filters (key, model, route, failed only) hide rows without dropping them; Pause
+// holds new decisions until Resume (issue #15).
 (function () {
   "use strict";
 
@@ -11,12 +13,24 @@
   const body = table.tBodies[0];
   const status = document.getElementById("live-status");
   const droppedNote = document.getElementById("live-dropped");
+  const held = document.getElementById("live-held");
+  const pause = document.getElementById("live-pause");
+  const filters = {
+    key: document.getElementById("filter-key"),
+    model: document.getElementById("filter-model"),
+    route: document.getElementById("filter-route"),
+    failed: document.getElementById("filter-failed"),
+  };
   const maxRows = parseInt(table.dataset.maxRows, 10) || 100;
   const socketPath = table.dataset.socketPath || "/ws/routing/";
+  const logUrl = table.dataset.logUrl || "/admin/telemetry/requestlog/";
   const RETRY_MIN_MS = 1000;
   const RETRY_MAX_MS = 30000;
   let retryMs = RETRY_MIN_MS;
   let droppedTotal = 0;
+  let paused = false;
+  const waiting = [];
+  let connectedText = "Connected: new decisions appear at the top.";
 
   function setStatus(state, text) {
     status.dataset.state = state;
@@ -34,6 +48,19 @@
       cell.className = className;
     }
     return cell;
+  }
+
+  function pad(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  function localTime(iso) {
+    const d = new Date(iso);
+    if (isNaN(d)) {
+      return iso || "";
+    }
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) +
+      " " + pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
   }
 
   function attemptText(attempt) {
@@ -58,52 +85,131 @@
     return text + " → " + show(message.tier_target);
   }
 
+  function failed(message) {
+    return message.status !== "success";
+  }
+
+  function contains(value, needle) {
+    return String(value || "").toLowerCase().indexOf(needle) !== -1;
+  }
+
+  function matches(row) {
+    const key = filters.key.value.trim().toLowerCase();
+    const model = filters.model.value.trim().toLowerCase();
+    const route = filters.route.value.trim().toLowerCase();
+    const d = row.dataset;
+    if (key && !contains(d.key, key) && !contains(d.keyPrefix, key)) {
+      return false;
+    }
+    if (model && !contains(d.requested, model) && !contains(d.served, model)) {
+      return false;
+    }
+    if (route && !contains(d.route, route)) {
+      return false;
+    }
+    return !(filters.failed.checked && d.failed !== "true");
+  }
+
+  function applyFilters() {
+    for (const row of body.rows) {
+      row.hidden = !matches(row);
+    }
+  }
+
   function addDecision(message) {
     const row = body.insertRow(0);
     row.dataset.requestId = message.request_id;
-    row.className = "decision status-" + message.status;
-    addCell(row, (message.ts || "").replace("T", " ").replace("Z", ""));
-    const id = addCell(row, (message.request_id || "").slice(0, 8), "request-id");
-    id.title = message.request_id || "";
-    addCell(row, message.api_key_prefix);
-    const requested = addCell(row, message.requested_model, "requested-model");
-    if (message.session_id) {
-      requested.title = "session " + message.session_id;
-    }
-    addCell(row, message.route, "route");
-    addCell(row, message.strategy);
-    const tier = addCell(row, tierText(message), "tier");
-    if (message.tier_signals && message.tier_signals.length) {
-      tier.title = message.tier_source + ": " + message.tier_signals.join(", ");
-    }
-    addCell(row, message.served_model, "served-model");
-    addCell(row, message.status, "status");
-    addCell(row, message.http_status, "http-status");
-    addCell(row, message.latency_ms, "latency");
-    addCell(row, message.ttft_ms);
+    row.dataset.key = message.api_key || "";
+    row.dataset.keyPrefix = message.api_key_prefix || "";
+    row.dataset.requested = message.requested_model || "";
+    row.dataset.served = message.served_model || "";
+    row.dataset.route = message.route || "";
+    row.dataset.failed = String(failed(message));
+    row.className = "decision status-" + message.status + (failed(message) ? " failed" : "");
+    const when = addCell(row, localTime(message.ts));
+    when.title = message.ts || "";
+    const idCell = row.insertCell();
+    idCell.className = "request-id";
+    const link = document.createElement("a");
+    link.href = logUrl + encodeURIComponent(message.request_id || "") + "/change/";
+    link.textContent = (message.request_id || "").slice(0, 8);
+    link.title = "Open in the request log";
+    idCell.append(link);
+    const key = addCell(row, message.api_key || message.api_key_prefix, "key");
+    key.title = message.api_key_prefix || "";
+    const models = addCell(
+      row,
+      show(message.requested_model) + " → " + show(message.served_model),
+      "models"
+    );
+    const tier = tierText(message);
+    models.title = (message.session_id ? "session " + message.session_id + "\n" : "") +
+      (tier ? "smart " + tier : "");
+    addCell(row, show(message.route) + (message.strategy ? " (" + message.strategy + ")" : ""), "route");
+    addCell(row, message.status + " " + show(message.http_status), "status");
+    addCell(row, show(message.latency_ms) + " / " + show(message.ttft_ms) + " ms", "latency");
     addCell(
       row,
       message.cost_usd === null || message.cost_usd === undefined
         ? null
         : Number(message.cost_usd).toFixed(6)
     );
-    addCell(row, (message.attempts || []).map(attemptText).join(" → "), "attempts");
-    const auto = row.insertCell();
+    const attempts = row.insertCell();
+    attempts.className = "attempts";
+    const list = message.attempts || [];
+    const details = document.createElement("details");
+    const summary = document.createElement("summary");
+    summary.textContent = list.length + (list.length === 1 ? " attempt" : " attempts");
+    const lines = document.createElement("pre");
+    lines.textContent = list.map(attemptText).join("\n");
+    details.append(summary, lines);
     if (message.auto_decision) {
-      const details = document.createElement("details");
-      const summary = document.createElement("summary");
-      summary.textContent = "decision";
-      const pre = document.createElement("pre");
-      pre.textContent = JSON.stringify(message.auto_decision, null, 2);
-      details.append(summary, pre);
-      auto.append(details);
-    } else {
-      auto.textContent = "—";
+      const auto = document.createElement("pre");
+      auto.textContent = "auto: " + JSON.stringify(message.auto_decision, null, 2);
+      details.append(auto);
     }
+    attempts.append(details);
+    row.hidden = !matches(row);
     while (body.rows.length > maxRows) {
       body.deleteRow(-1);
     }
   }
+
+  function showHeld() {
+    held.hidden = waiting.length === 0;
+    held.textContent = waiting.length + " new decision(s) held while paused";
+  }
+
+  function receive(message) {
+    if (paused) {
+      waiting.push(message);
+      if (waiting.length > maxRows) {
+        waiting.shift();
+      }
+      showHeld();
+      return;
+    }
+    addDecision(message);
+  }
+
+  pause.addEventListener("click", function () {
+    paused = !paused;
+    pause.dataset.paused = String(paused);
+    pause.textContent = paused ? "Resume" : "Pause";
+    if (paused) {
+      setStatus("paused", "Paused: new decisions are held.");
+      return;
+    }
+    while (waiting.length) {
+      addDecision(waiting.shift());
+    }
+    showHeld();
+    setStatus("open", connectedText);
+  });
+  for (const name of ["key", "model", "route"]) {
+    filters[name].addEventListener("input", applyFilters);
+  }
+  filters.failed.addEventListener("change", applyFilters);
 
   function noteDropped(count) {
     droppedTotal += count;
@@ -118,7 +224,9 @@
     setStatus("connecting", "Connecting…");
     socket.addEventListener("open", function () {
       retryMs = RETRY_MIN_MS;
-      setStatus("open", "Connected: new decisions appear at the top.");
+      if (!paused) {
+        setStatus("open", connectedText);
+      }
     });
     socket.addEventListener("message", function (event) {
       let message;
@@ -128,7 +236,7 @@
         return;
       }
       if (message.type === "routing_decision") {
-        addDecision(message);
+        receive(message);
       } else if (message.type === "dropped") {
         noteDropped(message.count || 0);
       }
