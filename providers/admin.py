@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -12,15 +14,17 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.dialects import REGISTRY
+from gateway.templatetags.omr import omr_left
 from providers import (
     admin_arena,  # noqa: F401 - registers the Arena score and alias admins
     admin_jobs,  # noqa: F401 - registers the job and catalog admins
     services,
 )
-from providers.health import board, connection_key, health_view
+from providers.health import board, connection_key, health_view, summarize
 from providers.models import Connection, Provider, ProviderModel
 from providers.presets import PRESETS
 from providers.validation import (
@@ -529,27 +533,56 @@ class ProviderAdmin(ModelAdmin):
         services.bump_config_revision()
 
 
+class HealthFilter(admin.SimpleListFilter):
+    """Issue #15: find the failing connections (the health board's state)."""
+
+    title = "health"
+    parameter_name = "health"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> Any:
+        return (("unhealthy", "unhealthy"), ("healthy", "healthy"))
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        wanted = self.value()
+        if wanted not in ("unhealthy", "healthy"):
+            return queryset
+        ids = [
+            c.pk
+            for c in queryset.select_related("provider")
+            if summarize(connection_key(c.provider.slug, c.name)).healthy
+            == (wanted == "healthy")
+        ]
+        return queryset.filter(pk__in=ids)
+
+
+def _aware(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
 @admin.register(Connection)
 class ConnectionAdmin(ModelAdmin):
     form = ConnectionForm
+    # issue #15: fits 1440 px; the health in one badge with its time left, the
+    # breaker, cooldown, auth and locks in detail on the connection's page
     list_display = (
         "__str__",
-        "provider",
         "tier",
         "active",
         "priority",
+        "health",
         "secret",
-        "default_model",
-        "max_concurrency",
+    )
+    list_filter = (HealthFilter, "provider", "tier", "active")
+    search_fields = ("name", "provider__slug", "default_model")
+    list_select_related = ("provider",)
+    readonly_fields = (
+        "secret",
+        "health",
         "circuit",
         "cooldown",
         "auth_status",
         "locked_models",
     )
-    list_filter = ("provider", "tier", "active")
-    search_fields = ("name", "provider__slug", "default_model")
-    list_select_related = ("provider",)
-    readonly_fields = ("secret", "circuit", "cooldown", "auth_status", "locked_models")
     actions = ("reset_health", "reenable_now", "test_connection")
 
     @admin.action(description="Test connection", permissions=["change"])
@@ -562,7 +595,11 @@ class ConnectionAdmin(ModelAdmin):
         )
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        health = ["circuit", "cooldown", "auth_status", "locked_models"] if obj else []
+        health = (
+            ["health", "circuit", "cooldown", "auth_status", "locked_models"]
+            if obj
+            else []
+        )
         secrets, settings = credential_fields(obj.provider.kind if obj else None)
         fields = [
             "provider",
@@ -590,29 +627,65 @@ class ConnectionAdmin(ModelAdmin):
 
     # Health state of this process (spec 03 §8): shown live, reset by the actions.
 
+    @admin.display(description="health")
+    def health(self, obj: Connection) -> str:
+        found = summarize(connection_key(obj.provider.slug, obj.name))
+        badge = {"bad": "omr-bad", "warn": "omr-warn", "ok": "omr-ok"}[found.severity]
+        left = omr_left(_aware(found.until)) if found.until is not None else ""
+        detail = "" if found.healthy else found.detail
+        return format_html(
+            '<span class="omr-badge {}" data-health="{}">{}</span> {} {}',
+            badge,
+            found.state,
+            found.state.replace("_", " "),
+            detail,
+            left,
+        )
+
+    def _described(self, obj: Connection) -> Any:
+        return board.describe(connection_key(obj.provider.slug, obj.name), time.time())
+
     @admin.display(description="circuit")
     def circuit(self, obj: Connection) -> str:
-        view = health_view(obj)
-        if view["circuit"] == "closed":
+        health = self._described(obj)
+        if health.circuit == "closed":
             return "closed"
-        return f"{view['circuit']} until {view['open_until']}"
+        if health.circuit == "half_open":
+            return "half-open: the next request probes it"
+        until = health.open_until
+        return format_html("open, {}", omr_left(_aware(until)) if until else "")
 
     @admin.display(description="rate-limit cooldown")
     def cooldown(self, obj: Connection) -> str:
-        return health_view(obj)["cooldown_until"] or "—"
+        until = self._described(obj).cooldown_until
+        if until is None or until <= time.time():
+            return "—"
+        return format_html("cooling, {}", omr_left(_aware(until)))
 
     @admin.display(description="auth")
     def auth_status(self, obj: Connection) -> str:
-        view = health_view(obj)
-        if not view["auth_status"]:
+        auth = self._described(obj).auth
+        if not auth.active(time.time()):
             return "ok"
-        message = f": {view['auth_message']}" if view["auth_message"] else ""
-        return f"{view['auth_status']} until {view['auth_disabled_until']}{message}"
+        message = f": {auth.message}" if auth.message else ""
+        return format_html(
+            "{} disabled{}, {}",
+            auth.reason or "auth",
+            message,
+            omr_left(_aware(auth.until)),
+        )
 
     @admin.display(description="locked models")
     def locked_models(self, obj: Connection) -> str:
-        locks = health_view(obj)["locked_models"]
-        return ", ".join(f"{m} until {u}" for m, u in locks.items()) or "—"
+        now = time.time()
+        locks = sorted(
+            (m, u) for m, u in self._described(obj).locked_models.items() if u > now
+        )
+        if not locks:
+            return "—"
+        return format_html_join(
+            ", ", "{} ({})", ((m, omr_left(_aware(u))) for m, u in locks)
+        )
 
     @admin.action(
         description="Reset health state (breaker, cooldown, auth, locks)",
@@ -632,12 +705,23 @@ class ConnectionAdmin(ModelAdmin):
         description="Re-enable now (clear an auth disable)", permissions=("change",)
     )
     def reenable_now(self, request: HttpRequest, queryset: Any) -> None:
-        count = 0
+        disabled = []
         for connection in queryset.select_related("provider"):
-            board.reenable(connection_key(connection.provider.slug, connection.name))
-            count += 1
-        logger.info("admin %s re-enabled %d connection(s)", request.user, count)
-        self.message_user(request, f"Re-enabled {count} connection(s).")
+            key = connection_key(connection.provider.slug, connection.name)
+            if summarize(key).state == "auth_disabled":
+                disabled.append(key)
+            board.reenable(key)
+        logger.info("admin %s re-enabled %s", request.user, disabled or "none")
+        if disabled:
+            self.message_user(
+                request, f"Re-enabled {len(disabled)}: {', '.join(disabled)}."
+            )
+        else:
+            self.message_user(
+                request,
+                "None of the selected connections was auth-disabled.",
+                level=messages.INFO,
+            )
 
     @admin.display(description="credential")
     def secret(self, obj: Connection) -> str:

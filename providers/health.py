@@ -384,3 +384,53 @@ def health_view(connection: Any, now: float | None = None) -> dict[str, Any]:
         "auth_message": auth.message if auth.active(now) else None,
         "locked_models": {m: _iso(u) for m, u in sorted(health.locked_models.items())},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSummary:
+    """One connection's health in one word for the console (issue #15): ``state``
+    is ``auth_disabled``, ``open``, ``half_open``, ``cooling``, ``locked`` or
+    ``healthy``, worst first; ``until`` (epoch seconds) is when it ends, if known."""
+
+    state: str
+    detail: str
+    until: float | None
+    locked: tuple[str, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "healthy"
+
+    @property
+    def severity(self) -> str:
+        """``bad``, ``warn`` or ``ok`` (the badge colour)."""
+        if self.state in ("auth_disabled", "open"):
+            return "bad"
+        return "ok" if self.healthy else "warn"
+
+
+def summarize(conn: str, now: float | None = None) -> HealthSummary:
+    now = time.time() if now is None else now
+    health = board.describe(conn, now)
+    locked = tuple(
+        sorted(m for m, until in health.locked_models.items() if until > now)
+    )
+    if health.auth.active(now):
+        message = f": {health.auth.message}" if health.auth.message else ""
+        reason = health.auth.reason or "auth"
+        return HealthSummary(
+            "auth_disabled", f"{reason} disabled{message}", health.auth.until, locked
+        )
+    if health.circuit == Circuit.OPEN:
+        return HealthSummary("open", "circuit open", health.open_until, locked)
+    if health.circuit == Circuit.HALF_OPEN:
+        return HealthSummary("half_open", "circuit half-open: probing", None, locked)
+    if health.cooldown_until is not None and health.cooldown_until > now:
+        return HealthSummary(
+            "cooling", "rate-limit cooldown", health.cooldown_until, locked
+        )
+    if locked:
+        return HealthSummary(
+            "locked", "models locked: " + ", ".join(locked), None, locked
+        )
+    return HealthSummary("healthy", "healthy", None, locked)

@@ -35,9 +35,8 @@ from django.utils import timezone
 
 from combos.models import ApiKey
 from combos.services import hash_api_key
-from gateway.kernel.breaker import Circuit
 from providers import scheduler
-from providers.health import board, connection_key
+from providers.health import board, connection_key, summarize
 from providers.job_runner import job_statuses
 from providers.models import Connection
 from telemetry.models import AttemptLog, RequestLog
@@ -128,33 +127,18 @@ def _when(epoch: float | None) -> datetime | None:
     return datetime.fromtimestamp(epoch, tz=timezone.get_current_timezone())
 
 
+_BADGES = {"bad": "omr-bad", "warn": "omr-warn", "ok": "omr-ok"}
+
+
 def _state(key: str, now: float) -> tuple[str, str, str, datetime | None, list[str]]:
-    health = board.describe(key, now)
-    locked = sorted(m for m, until in health.locked_models.items() if until > now)
-    if health.auth.active(now):
-        message = f": {health.auth.message}" if health.auth.message else ""
-        return (
-            "auth_disabled",
-            "omr-bad",
-            f"{health.auth.reason or 'auth'} disabled{message}",
-            _when(health.auth.until),
-            locked,
-        )
-    if health.circuit == Circuit.OPEN:
-        return "open", "omr-bad", "circuit open", _when(health.open_until), locked
-    if health.circuit == Circuit.HALF_OPEN:
-        return "half_open", "omr-warn", "circuit half-open: probing", None, locked
-    if health.cooldown_until is not None and health.cooldown_until > now:
-        return (
-            "cooling",
-            "omr-warn",
-            "cooling down",
-            _when(health.cooldown_until),
-            locked,
-        )
-    if locked:
-        return "locked", "omr-warn", "models locked: " + ", ".join(locked), None, locked
-    return "healthy", "omr-ok", "healthy", None, locked
+    found = summarize(key, now)
+    return (
+        found.state,
+        _BADGES[found.severity],
+        found.detail,
+        _when(found.until),
+        list(found.locked),
+    )
 
 
 def health_rows(now: datetime) -> list[HealthRow]:

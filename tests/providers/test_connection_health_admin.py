@@ -50,11 +50,26 @@ def test_changelist_shows_breaker_auth_and_locks(admin_client, connection):
         _fail(conn, "server_error")
     _fail(conn, "server_error", "auth_failed")
     _fail(conn, "server_error", "model_not_found")
-    html = admin_client.get("/admin/providers/connection/").content.decode()
-    assert "open until" in html
-    assert "auth_failed until" in html
-    assert "Incorrect API key provided" in html
-    assert "m1 until" in html
+    listing = admin_client.get("/admin/providers/connection/").content.decode()
+    # the list: one badge, the worst state first, with the time left counting
+    assert 'data-health="auth_disabled">auth disabled</span>' in listing
+    assert "Incorrect API key provided" in listing
+    assert 'data-mode="left"' in listing
+    unhealthy = admin_client.get(
+        "/admin/providers/connection/?health=unhealthy"
+    ).content.decode()
+    assert 'data-health="auth_disabled"' in unhealthy
+    healthy = admin_client.get(
+        "/admin/providers/connection/?health=healthy"
+    ).content.decode()
+    assert "data-health=" not in healthy  # the only connection is not healthy
+    # the connection's page: breaker, auth and locks in detail, times as <time>
+    page = admin_client.get(
+        f"/admin/providers/connection/{connection.pk}/change/"
+    ).content.decode()
+    assert "open, <time" in page
+    assert "auth_failed disabled: " in page
+    assert "m1 (<time" in page
     board.reset(conn)
 
 
@@ -75,11 +90,22 @@ def test_reenable_action_clears_an_auth_disable(admin_client, connection):
     conn = connection_key("hp", "main")
     _fail(conn, "server_error", "auth_failed")
     assert board.skip_reason(conn, "m1", 0, time.time()).reason == "auth_disabled"
-    admin_client.post(
+    done = admin_client.post(
         "/admin/providers/connection/",
         {"action": "reenable_now", "_selected_action": [connection.pk]},
+        follow=True,
     )
     assert board.skip_reason(conn, "m1", 0, time.time()) is None
+    assert "Re-enabled 1: hp@main." in done.content.decode()
+    # nothing was disabled: the message says so instead of counting the selection
+    again = admin_client.post(
+        "/admin/providers/connection/",
+        {"action": "reenable_now", "_selected_action": [connection.pk]},
+        follow=True,
+    )
+    assert "None of the selected connections was auth-disabled." in (
+        again.content.decode()
+    )
     board.reset(conn)
 
 
