@@ -28,6 +28,7 @@ keys without a field (``auto``, ``routerStrategy``) and anything it cannot repre
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any, TypeVar, cast
@@ -71,6 +72,12 @@ def _field_for(path: str, aliases: dict[str, str]) -> str:
     return aliases[best] if best else path.split(".")[0].split("[")[0]
 
 
+def human_path(path: str) -> str:
+    """A problem path as the admin shows it: rows numbered from 1 as on the page
+    (``targets[0].model`` -> ``targets (row 1).model``)."""
+    return re.sub(r"\[(\d+)\]", lambda m: f" (row {int(m.group(1)) + 1})", path)
+
+
 def add_problems(
     form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
 ) -> None:
@@ -80,12 +87,11 @@ def add_problems(
         field = _field_for(problem.path, aliases or {})
         if field in form.fields and field in djangos:
             continue  # Django's own message for the field says it already
+        text = f"{human_path(problem.path)}: {problem.message}"
         if field in form.fields:
-            form.add_error(
-                field, str(problem) if problem.path != field else problem.message
-            )
+            form.add_error(field, text if problem.path != field else problem.message)
         else:
-            form.add_error(None, str(problem))
+            form.add_error(None, text)
 
 
 SHADOW_CODES = ("COMBO_NAME_SHADOWS_MODEL", "SMART_ALIAS_SHADOWS_MODEL")

@@ -80,11 +80,13 @@ def credential_fields(kind: str | None) -> tuple[list[str], list[str]]:
 
 
 class _ConnectionForm(forms.ModelForm):
+    # render_value: a secret typed into a form that fails to save comes back in it
+    # (issue #15); a stored one is never an initial value, so it is never rendered
     api_key = forms.CharField(
         required=False,
         strip=True,
         help_text=SECRET_HELP,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        widget=forms.PasswordInput(render_value=True, attrs={"autocomplete": "off"}),
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove stored key")
 
@@ -213,7 +215,7 @@ def _credential_form_fields() -> dict[str, forms.Field]:
         widget: forms.Widget = (
             forms.Textarea(attrs={"rows": 4, "autocomplete": "off"})
             if name.endswith("_json")
-            else forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})
+            else forms.PasswordInput(render_value=True, attrs={"autocomplete": "off"})
         )
         found[name] = forms.CharField(
             required=False, strip=True, help_text=SECRET_HELP, widget=widget

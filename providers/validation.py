@@ -31,6 +31,14 @@ COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CONNECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 RESERVED = frozenset({"auto", "combo"})
+_NAME_RULE = "letters, digits, '.', '_', '-'{colon}, starting with a letter or digit"
+#: what each name pattern allows, in words (issue #15: errors never show a regex)
+PATTERN_TEXT: dict[str, str] = {
+    SLUG.pattern: _NAME_RULE.format(colon=""),
+    COMBO_NAME.pattern: _NAME_RULE.format(colon=" and ':'"),
+    CONNECTION_NAME.pattern: _NAME_RULE.format(colon=" and ':'"),
+    DEPLOYMENT.pattern: _NAME_RULE.format(colon="") + " (at most 64)",
+}
 MAX_TARGETS = 16
 MAX_COMBO_DEPTH = 3
 ON_ORDER = tuple(r.value for r in RETRYABLE_REASONS)
@@ -229,7 +237,8 @@ class Checker:
             self.error(name, UNSTORABLE_MESSAGE)
             return None
         if pattern is not None and not pattern.fullmatch(value):
-            self.error(name, f"'{value}' does not match {pattern.pattern}")
+            allowed = PATTERN_TEXT.get(pattern.pattern, "see the documentation")
+            self.error(name, f"'{value}' is not allowed here: use {allowed}")
             return None
         return value
 

@@ -121,7 +121,7 @@ def test_the_export_masks_the_secrets_and_imports_back_unchanged(
         ),
         (
             {"models": [{"id": "m", "deployment": "has space"}]},
-            "providers[0].models[0].deployment: 'has space' does not match",
+            "providers[0].models[0].deployment: 'has space' is not allowed here",
         ),
         (
             {

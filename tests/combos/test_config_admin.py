@@ -134,7 +134,7 @@ def test_creating_a_combo_with_a_bad_target_shows_the_error_on_targets(
     assert response.status_code == 200
     form = response.context["adminform"].form
     assert form.errors == {
-        "targets_text": ["targets[1].model: unknown provider 'opena'"]
+        "targets_text": ["targets (row 2).model: unknown provider 'opena'"]
     }
     assert Combo.objects.count() == 0
     assert config_version() == before
@@ -281,7 +281,7 @@ def test_an_api_key_with_bad_failover_defaults_shows_the_error_on_that_field(
 
     assert response.context["adminform"].form.errors == {
         "fo_model_2": [
-            "failover_defaults.models[1]: 'pb/m2' is not permitted by allowed_models"
+            "failover_defaults.models (row 2): 'pb/m2' is not permitted by allowed_models"
         ]
     }
     assert ApiKey.objects.count() == 0
@@ -350,6 +350,33 @@ def test_a_literal_connection_secret_is_never_rendered(
         assert "sk-upstream-secret-7890" not in html
         assert connection.api_key_encrypted not in html
     assert "•••• 7890" in pages[0].content.decode()
+
+
+def test_a_typed_secret_survives_a_failed_save_and_a_stored_one_stays_hidden(
+    make_provider: Callable[..., Provider], superuser_client: Client
+) -> None:
+    provider = make_provider("pa", api_key="sk-upstream-secret-7890")
+    stored = Connection.objects.get()
+
+    refused = superuser_client.post(
+        reverse("admin:providers_connection_add"),
+        {
+            "provider": provider.pk,
+            "name": "bad name",  # refused: a space
+            "api_key": "sk-typed-just-now-4321",
+            "tier": "standard",
+            "active": "on",
+            "priority": "0",
+            "max_concurrency": "0",
+        },
+    )
+
+    html = refused.content.decode()
+    assert refused.status_code == 200
+    assert 'value="sk-typed-just-now-4321"' in html  # not typed twice
+    assert "&#x27;bad name&#x27; is not allowed here: use letters, digits" in html
+    assert "sk-upstream-secret-7890" not in html
+    assert stored.api_key_encrypted not in html
 
 
 def test_an_env_reference_is_shown_as_is(
