@@ -281,7 +281,8 @@ def test_an_api_key_with_bad_failover_defaults_shows_the_error_on_that_field(
 
     assert response.context["adminform"].form.errors == {
         "fo_model_2": [
-            "failover_defaults.models (row 2): 'pb/m2' is not permitted by allowed_models"
+            "failover_defaults.models (row 2): 'pb/m2' is not permitted by "
+            "allowed_models"
         ]
     }
     assert ApiKey.objects.count() == 0
