@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from gateway.kernel.types import Auth
-from providers.aws_credentials import AwsDefaultChain
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,6 @@ class Minter(Protocol):
 
 #: kind -> its minter; a kind absent here needs no I/O for its credential
 MINTERS: dict[str, Minter] = {}
-MINTERS["bedrock"] = AwsDefaultChain()
 
 
 def needs_minting(auth: Auth | None) -> bool:

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 import orjson
 
-from providers.mock_upstream import wire_bedrock
 from providers.mock_upstream.core import (
     _SUCCESS,
     ANY_MODEL,
@@ -39,6 +38,8 @@ from providers.mock_upstream.reply import (
 from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire
 from providers.mock_upstream.wire_azure import answer as azure_answer
 from providers.mock_upstream.wire_azure import is_azure
+from providers.mock_upstream.wire_bedrock import answer as bedrock_answer
+from providers.mock_upstream.wire_bedrock import serves as is_bedrock
 from providers.mock_upstream.wire_gemini import PREFIX as GEMINI_PREFIX
 from providers.mock_upstream.wire_gemini import error_body as gemini_error
 from providers.mock_upstream.wire_gemini import models as gemini_models
@@ -51,7 +52,7 @@ from providers.mock_upstream.wire_vertex import is_vertex
 _PROVIDER_WIRES: tuple[tuple[Callable[[str], bool], Callable[..., Reply]], ...] = (
     (is_azure, azure_answer),
     (is_vertex, vertex_answer),
-    (wire_bedrock.serves, wire_bedrock.answer),
+    (is_bedrock, bedrock_answer),
 )
 
 

@@ -17,7 +17,7 @@ from providers.state_mirror import MirroredStore
 
 CONN = "pa@main"
 CONFIG = HealthConfig()
-LATENCY_S = 2.0  # generous bound for a pub/sub message on a loaded CI machine
+LATENCY_S = 10.0  # a bound to give up at, not a target: a loaded CI runner is slow
 
 
 @pytest.fixture
