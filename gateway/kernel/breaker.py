@@ -2,7 +2,10 @@
 
 * Circuit breaker, one per connection: CLOSED counts failures (consecutive, and a
   sliding window of outcomes, kept in 1-second buckets); either rule opens it for
-  ``open_seconds``.  When
+  ``open_seconds``, except that a consecutive run on a connection whose window holds
+  ``min_requests`` outcomes with a failure share below ``failure_ratio`` (it mostly
+  answers: the run may be chance under a partial failure) opens it for
+  ``partial_open_seconds`` (spec 03 §8.1, amended).  When
   ``open_until`` passes it reads HALF_OPEN: exactly one request may claim the probe (a
   lease of the attempt timeout + 5 s); probe success closes it and clears everything,
   probe failure re-opens it for twice as long (capped); an ignored outcome releases the
@@ -61,6 +64,9 @@ class BreakerConfig:
     failure_ratio: float = 0.5
     open_seconds: float = 30.0
     max_open_seconds: float = 300.0
+    #: spec 03 §8.1 (amended): the open period of a consecutive run on a connection
+    #: that mostly answers (see ``record_outcome``); capped at ``open_seconds``
+    partial_open_seconds: float = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,14 +184,23 @@ def record_outcome(  # noqa: PLR0911
     consecutive = state.consecutive + 1
     outcomes = sum(bucket[1] for bucket in window)
     failures = sum(bucket[2] for bucket in window)
-    trips = consecutive >= config.consecutive_failures or (
-        outcomes >= config.min_requests and failures / outcomes >= config.failure_ratio
-    )
-    if trips:
-        return Breaker(
-            open_until=now + config.open_seconds, open_seconds=config.open_seconds
+    measured = outcomes >= config.min_requests
+    window_trips = measured and failures / outcomes >= config.failure_ratio
+    if window_trips:
+        seconds = config.open_seconds
+    elif consecutive >= config.consecutive_failures:
+        # A run on a connection whose window shows it mostly answering: under a
+        # partial failure (say 30 % 500s) a run of five comes by chance every few
+        # hundred attempts, so the first open is short and the half-open probe
+        # decides; a hard outage fails the probe and the period doubles from here.
+        seconds = (
+            min(config.partial_open_seconds, config.open_seconds)
+            if measured
+            else config.open_seconds
         )
-    return Breaker(consecutive=consecutive, window=window)
+    else:
+        return Breaker(consecutive=consecutive, window=window)
+    return Breaker(open_until=now + seconds, open_seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
