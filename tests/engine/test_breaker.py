@@ -129,15 +129,29 @@ def test_a_run_on_a_connection_that_mostly_answers_opens_it_for_5_seconds():
     assert state.circuit(107.5) is Circuit.HALF_OPEN
 
 
-def test_the_partial_open_doubles_from_5_seconds_on_failed_probes():
+def test_failed_probes_after_a_partial_open_extend_the_run_then_open_it_fully():
     state = replay("S" * 20 + "FFFFF", [100.0] * 25)
     periods = []
-    for _ in range(4):
+    for _ in range(6):
         now = state.open_until
         state = record_outcome(claim_probe(state, now, 10.0), FAILURE, now, CONFIG)
         periods.append(state.open_seconds)
 
-    assert periods == [10.0, 20.0, 40.0, 80.0]
+    # the run: 5, then probes 6..9 at 5 s each; the 10th failure in a row is an
+    # outage: open_seconds, then doubling as usual
+    assert periods == [5.0, 5.0, 5.0, 5.0, 30.0, 60.0]
+    assert not state.partial
+
+
+def test_a_successful_probe_after_a_partial_open_clears_everything():
+    state = replay("S" * 20 + "FFFFF", [100.0] * 25)
+    now = state.open_until
+    state = record_outcome(claim_probe(state, now, 10.0), FAILURE, now, CONFIG)
+    now = state.open_until
+
+    closed = record_outcome(claim_probe(state, now, 10.0), SUCCESS, now, CONFIG)
+
+    assert closed == Breaker()
 
 
 def test_the_window_rule_keeps_the_full_open_time():
@@ -162,8 +176,8 @@ def test_partial_open_seconds_is_capped_at_open_seconds():
 
 def test_a_30_percent_failure_rate_opens_it_briefly():
     """Seeded Bernoulli(0.3) outcomes at 30 attempts/s for 30 s after 2 s of
-    successes: chance runs open it for 5 s (10 s after a failed probe), where the
-    unamended rule kept it open 30 s from the first run."""
+    successes: chance runs open it for 5 s (again 5 s after a failed probe), where
+    the unamended rule kept it open 30 s from the first run."""
     rng = random.Random(17)
     state = replay("S" * 60, [100.0 + i / 30 for i in range(60)])
     periods = []
@@ -182,8 +196,8 @@ def test_a_30_percent_failure_rate_opens_it_briefly():
         if state.open_until is not None and state.open_until != before:
             periods.append(state.open_seconds)
 
-    assert periods == [5.0, 5.0, 10.0]
-    assert served == 303
+    assert periods == [5.0, 5.0, 5.0, 5.0]
+    assert served == 437
 
 
 def test_a_success_resets_the_consecutive_count():
