@@ -57,7 +57,7 @@ def simulate(
         now += world.expovariate(rate)
         while running and running[0][0] <= now:
             done, key, sample = heapq.heappop(running)
-            estimator.finished(key)
+            estimator.finished(key, done - sample / 1000)
             estimator.sample(key, sample, done)
         observed = adaptive.observe(cands, estimator, now)
         if not in_flight:
@@ -72,7 +72,7 @@ def simulate(
             trickle_fraction=trickle,
         )
         counts[chosen.key] += 1
-        estimator.started(chosen.key)
+        estimator.started(chosen.key, now)
         sample = latency[chosen.key] * (0.9 + 0.2 * world.random())
         heapq.heappush(running, (now + sample / 1000, chosen.key, sample))
     cheapest = min(prices.values())

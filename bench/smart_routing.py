@@ -196,7 +196,7 @@ def build_pool(
         for step in range(5):
             estimator.sample(key, rng.uniform(150.0, 3000.0), last - 4.0 + step)
         for _ in range(rng.randint(0, 4)):
-            estimator.started(key)
+            estimator.started(key, NOW - 60.0)  # all of them overdue
     return cands, estimator
 
 

@@ -19,6 +19,7 @@ _NESTED: dict[str, dict[str, tuple[str, float, float | None]]] = {
         "failure_ratio": ("num", 0, 1),
         "open_seconds": ("int", 1, 86_400),
         "max_open_seconds": ("int", 1, 86_400),
+        "partial_open_seconds": ("int", 1, 86_400),  # spec 03 §8.1 (amended)
     },
     "cooldown": {
         "base_seconds": ("int", 1, 86_400),

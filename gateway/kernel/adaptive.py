@@ -6,18 +6,24 @@ recomputed (§3.5 step 4).  The caller owns eligibility (§3.1: active, below
 ``max_concurrency``, request filters) and health (§3.3); this module decides:
 
 1. ``LatencyEstimator`` — per target key ``L`` (ms), the time ``t0`` of its last
-   sample and the in-flight count ``n`` (§3.2).  A sample ``x`` at ``t``: the first
-   one or a peak (``x ≥ L``) sets ``L = x``; otherwise ``w = exp(−(t − t0)/τ)`` and
-   ``L = L·w + x·(1 − w)``; ``t0 = t`` in every case.  An estimate with no sample
-   for more than 30 s is unknown and counts as the pool default ``D``
+   sample and the start times of its attempts in flight (§3.2); ``overdue`` counts
+   those running for longer than ``L``, the ``n`` of the comparison.  A sample ``x``
+   at ``t``: the first one or a peak (``x ≥ L``) sets ``L = x``; otherwise
+   ``w = exp(−(t − t0)/τ)`` and ``L = L·w + x·(1 − w)``; ``t0 = t`` in every case.
+   An estimate with no sample for more than 30 s is unknown and counts as the pool
+   default ``D``
    (``pool_default``: the lower median of the fresh estimates, else 1 000 ms).
 2. ``weights`` (§3.4) — ``w_i = base_i × (L_min / L_i) × (p_min / p_i)^k``, then the
    warm-cache boost, then the floor ``max(w_i, min_weight_fraction × max_j w_j)``.
 3. ``select`` (§3.5) — one drawable candidate is chosen without a draw; otherwise
    ``draw_pair`` draws ``a`` then ``b`` by weight and the lower
-   ``load = L × (n + 1) × (p / p_min)^k`` wins (ties: higher weight, then ``a``);
+   ``load = L × (n + 1) × (p / p_min)^k`` wins, ``n`` the attempts in flight past
+   ``L`` (amended: a target's normal concurrency is not queueing; ties: higher
+   weight, then ``a``);
    with probability ``trickle_fraction`` (a third draw) ``b`` is served without the
-   comparison (``trickle``), so a target that lost once is re-measured.
+   comparison (``trickle``), so a target that lost once is re-measured; a ``b``
+   sampled within the last τ is compared as usual (amended: the trickle is for
+   re-measuring, and each trickled request on a dear target costs its price).
 4. ``all_cooling_choice`` (§3.1) — when every eligible candidate is cooling, the one
    whose cooling ends soonest.
 
@@ -44,6 +50,7 @@ estimator only ever reads the time it is given.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -77,14 +84,17 @@ _PAIR = 2  # power of *two* choices
 
 
 class _Track:
-    """One target key's estimator record; ``latency_ms`` None = never sampled."""
+    """One target key's estimator record; ``latency_ms`` None = never sampled.
 
-    __slots__ = ("in_flight", "latency_ms", "t0")
+    ``starts``: the start time of each attempt in flight, oldest first.
+    """
+
+    __slots__ = ("latency_ms", "starts", "t0")
 
     def __init__(self) -> None:
         self.latency_ms: float | None = None
         self.t0 = 0.0
-        self.in_flight = 0
+        self.starts: list[float] = []
 
 
 class LatencyEstimator:
@@ -117,15 +127,29 @@ class LatencyEstimator:
                 track.latency_ms = None
                 track.t0 = 0.0
 
-    def started(self, key: str) -> None:
-        """An attempt on ``key`` started on this node."""
-        self._track(key).in_flight += 1
+    def started(self, key: str, t: float) -> None:
+        """An attempt on ``key`` started on this node at ``t``."""
+        bisect.insort(self._track(key).starts, t)
 
-    def finished(self, key: str) -> None:
-        """An attempt on ``key`` ended (any outcome); the count never goes below 0."""
+    def finished(self, key: str, started_at: float | None = None) -> None:
+        """An attempt on ``key`` ended (any outcome); the count never goes below 0.
+
+        ``started_at`` (the attempt's start, as the caller knows it) removes the
+        recorded start nearest to it; None removes the oldest.
+        """
         track = self._tracks.get(key)
-        if track is not None and track.in_flight > 0:
-            track.in_flight -= 1
+        if track is None or not track.starts:
+            return
+        starts = track.starts
+        if started_at is None:
+            del starts[0]
+            return
+        i = bisect.bisect_left(starts, started_at)
+        if i == len(starts) or (
+            i > 0 and started_at - starts[i - 1] <= starts[i] - started_at
+        ):
+            i -= 1
+        del starts[i]
 
     def sample(self, key: str, x_ms: float, t: float) -> None:
         """Feed one sample of ``x_ms`` taken at ``t`` (§3.2 "Update").
@@ -168,7 +192,28 @@ class LatencyEstimator:
     def in_flight(self, key: str) -> int:
         """Attempts on ``key`` started and not yet finished on this node."""
         track = self._tracks.get(key)
-        return 0 if track is None else track.in_flight
+        return 0 if track is None else len(track.starts)
+
+    def sampled_within(self, key: str, now: float, seconds: float) -> bool:
+        """Whether ``key`` had a sample in the last ``seconds`` before ``now``."""
+        track = self._tracks.get(key)
+        return (
+            track is not None
+            and track.latency_ms is not None
+            and now - track.t0 <= seconds
+        )
+
+    def overdue(self, key: str, now: float) -> int:
+        """Attempts on ``key`` in flight for longer than its estimate ``L`` at ``now``
+        (§3.5 step 3, amended); with no fresh estimate, every attempt in flight."""
+        track = self._tracks.get(key)
+        if track is None or not track.starts:
+            return 0
+        known = self.estimate(key, now)
+        if known is None:
+            return len(track.starts)
+        # starts are sorted: those before now − L have run longer than L
+        return bisect.bisect_left(track.starts, now - known / 1000.0)
 
 
 def pool_default(fresh: Iterable[float]) -> float:
@@ -190,6 +235,9 @@ class AdaptiveCandidate:
     connections; None counts as 1; 0 marks a standby.  ``latency_ms``: the fresh
     estimate, None when unknown (``D`` is used).  ``price``: input + output cost in
     USD per 1M tokens, None when unpriced.  ``index``: declaration order.
+    ``in_flight``: the ``n`` of the comparison, the attempts in flight on this node
+    for longer than the estimate (``LatencyEstimator.overdue``, as ``observe`` reads
+    it).
     """
 
     key: str
@@ -198,6 +246,8 @@ class AdaptiveCandidate:
     latency_ms: float | None = None
     price: float | None = None
     in_flight: int = 0
+    #: sampled within the last τ (``observe``): the trickle passes it by (§3.5 step 5)
+    recently_sampled: bool = False
 
     @property
     def base(self) -> float:
@@ -376,7 +426,8 @@ def select(
     With a single drawable candidate (one candidate, or one of positive weight
     beside standbys) it is chosen without touching ``rng``.  Otherwise
     ``draw_pair`` draws ``a`` and ``b``; with a positive ``trickle_fraction`` a
-    third draw below it serves ``b`` outright, else ``better`` compares the loads,
+    third draw below it serves ``b`` outright (unless ``b`` was sampled within the
+    last τ), else ``better`` compares the loads,
     priced by ``objective``.  ``default_latency`` is ``D`` for unknown estimates;
     None computes it from ``cands`` (the lower median of their known estimates).
     """
@@ -391,7 +442,11 @@ def select(
     if default_latency is None:
         default_latency = _default_of(cands)
     a, b = draw_pair(drawable, rng)
-    if trickle_fraction > 0 and rng.random() < trickle_fraction:
+    if (
+        trickle_fraction > 0
+        and rng.random() < trickle_fraction
+        and not cands[b].recently_sampled
+    ):
         return cands[b], REASON_TRICKLE
     factors = price_factors(cands, objective)
     winner = better(
@@ -434,12 +489,15 @@ def _default_of(cands: Sequence[AdaptiveCandidate]) -> float:
 def observe(
     cands: Iterable[AdaptiveCandidate], estimator: LatencyEstimator, now: float
 ) -> list[AdaptiveCandidate]:
-    """The candidates with ``latency_ms`` and ``in_flight`` read from ``estimator``."""
+    """The candidates with ``latency_ms`` and ``in_flight`` read from ``estimator``:
+    ``in_flight`` is the attempts running past the estimate (``overdue``, §3.5 step 3
+    amended), the ones that show a target falling behind before its samples do."""
     return [
         replace(
             c,
             latency_ms=estimator.estimate(c.key, now),
-            in_flight=estimator.in_flight(c.key),
+            in_flight=estimator.overdue(c.key, now),
+            recently_sampled=estimator.sampled_within(c.key, now, TAU_S),
         )
         for c in cands
     ]

@@ -2,7 +2,12 @@
 
 * Circuit breaker, one per connection: CLOSED counts failures (consecutive, and a
   sliding window of outcomes, kept in 1-second buckets); either rule opens it for
-  ``open_seconds``.  When
+  ``open_seconds``, except that a consecutive run on a connection whose window holds
+  ``min_requests`` outcomes with a failure share below ``failure_ratio`` (it mostly
+  answers: the run may be chance under a partial failure) opens it for
+  ``partial_open_seconds``, again after each failed probe until the run (probes
+  included) reaches twice ``consecutive_failures``, then ``open_seconds`` (spec 03
+  §8.1, amended).  When
   ``open_until`` passes it reads HALF_OPEN: exactly one request may claim the probe (a
   lease of the attempt timeout + 5 s); probe success closes it and clears everything,
   probe failure re-opens it for twice as long (capped); an ignored outcome releases the
@@ -61,6 +66,9 @@ class BreakerConfig:
     failure_ratio: float = 0.5
     open_seconds: float = 30.0
     max_open_seconds: float = 300.0
+    #: spec 03 §8.1 (amended): the open period of a consecutive run on a connection
+    #: that mostly answers (see ``record_outcome``); capped at ``open_seconds``
+    partial_open_seconds: float = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +93,9 @@ class Breaker:
     open_until: float | None = None
     open_seconds: float | None = None  # the current open period (doubles per probe)
     probe_until: float | None = None  # the probe lease while HALF_OPEN
+    #: the open period is ``partial_open_seconds`` (spec 03 §8.1, amended); while
+    #: it is, ``consecutive`` keeps counting the run through failed probes
+    partial: bool = False
 
     def circuit(self, now: float) -> Circuit:
         if self.open_until is None:
@@ -162,6 +173,18 @@ def record_outcome(  # noqa: PLR0911
     if circuit is Circuit.HALF_OPEN:
         if outcome is BreakerOutcome.SUCCESS:
             return Breaker()
+        if outcome is BreakerOutcome.FAILURE and state.partial:
+            run = state.consecutive + 1
+            if run < 2 * config.consecutive_failures:
+                # one failed probe says little under a partial failure (30 % of
+                # probes fail): open as briefly again, the run goes on
+                return replace(
+                    _open(state, now, state.open_seconds or config.open_seconds),
+                    consecutive=run,
+                    partial=True,
+                )
+            # the run went on through the probes: an outage, the full open time
+            return _open(state, now, config.open_seconds)
         if outcome is BreakerOutcome.FAILURE:
             doubled = min(
                 (state.open_seconds or config.open_seconds) * 2, config.max_open_seconds
@@ -178,14 +201,29 @@ def record_outcome(  # noqa: PLR0911
     consecutive = state.consecutive + 1
     outcomes = sum(bucket[1] for bucket in window)
     failures = sum(bucket[2] for bucket in window)
-    trips = consecutive >= config.consecutive_failures or (
-        outcomes >= config.min_requests and failures / outcomes >= config.failure_ratio
-    )
-    if trips:
-        return Breaker(
-            open_until=now + config.open_seconds, open_seconds=config.open_seconds
-        )
-    return Breaker(consecutive=consecutive, window=window)
+    measured = outcomes >= config.min_requests
+    window_trips = measured and failures / outcomes >= config.failure_ratio
+    if window_trips:
+        seconds = config.open_seconds
+    elif consecutive >= config.consecutive_failures:
+        # A run on a connection whose window shows it mostly answering: under a
+        # partial failure (say 30 % 500s) a run of five comes by chance every few
+        # hundred attempts, so the open is short and a successful probe closes it;
+        # failed probes extend the run, and a run of twice consecutive_failures
+        # (an outage) opens it for open_seconds, doubling as usual from there.
+        if measured:
+            seconds = min(config.partial_open_seconds, config.open_seconds)
+            return Breaker(
+                open_until=now + seconds,
+                open_seconds=seconds,
+                consecutive=consecutive,
+                window=window,
+                partial=True,
+            )
+        seconds = config.open_seconds
+    else:
+        return Breaker(consecutive=consecutive, window=window)
+    return Breaker(open_until=now + seconds, open_seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -158,8 +158,9 @@ def remember_good(
 
 def attempt_started(target: Target) -> None:
     """Count the call in the target's stats (spec 03 §8.7) before it goes out."""
-    stats.started(target.key, time.time())
-    latency.started(target.key)
+    now = time.time()
+    stats.started(target.key, now)
+    latency.started(target.key, now)
     metrics.bounded(metrics.ROUTING_IN_FLIGHT, target.key).inc()
 
 
@@ -176,11 +177,12 @@ _TRANSPORT = frozenset({"connection_error", "timeout"})
 def feed_latency(target: Target, item: Item, outcome: Any, now: float) -> None:
     """Every attempt of every route feeds its target's estimate (05 §3.2)."""
     key = target.key
-    latency.finished(key)
+    duration_ms = float(item.latency_ms or 0)
+    # the start nearest to now − duration leaves the in-flight record (05 §3.5 step 3)
+    latency.finished(key, now - duration_ms / 1000 if duration_ms > 0 else None)
     metrics.bounded(metrics.ROUTING_IN_FLIGHT, key).dec()
     if item.reason == "client_cancelled":
         return
-    duration_ms = float(item.latency_ms or 0)
     if item.reason is None:
         ttfb = getattr(outcome, "ttfb_s", None)
         if ttfb is not None and getattr(outcome, "completion", None) is None:

@@ -16,6 +16,7 @@ from gateway.kernel.adaptive import (
     draw_pair,
     first_draw_probabilities,
     load,
+    observe,
     plan_order,
     pool_default,
     price_factors,
@@ -217,7 +218,7 @@ def test_an_error_raises_the_estimate_but_never_lowers_it():
 
 def test_an_unsampled_key_is_unknown_and_idle():
     estimator = LatencyEstimator()
-    estimator.started(A)
+    estimator.started(A, NOW)
 
     assert estimator.estimate(A, NOW) is None
     assert estimator.estimate(B, NOW) is None
@@ -235,8 +236,8 @@ def test_an_out_of_order_sample_does_not_move_freshness_back():
 
 def test_in_flight_counts_up_and_down_and_never_below_zero():
     estimator = LatencyEstimator()
-    estimator.started(A)
-    estimator.started(A)
+    estimator.started(A, NOW)
+    estimator.started(A, NOW)
     assert estimator.in_flight(A) == 2
 
     for _ in range(3):
@@ -244,7 +245,7 @@ def test_in_flight_counts_up_and_down_and_never_below_zero():
     estimator.finished(B)  # never started
 
     assert (estimator.in_flight(A), estimator.in_flight(B)) == (0, 0)
-    estimator.started(A)
+    estimator.started(A, NOW)
     assert estimator.in_flight(A) == 1
 
 
@@ -443,8 +444,9 @@ def test_plan_order_reads_the_estimator_and_lists_every_candidate_once():
     estimator.sample(A, 400.0, NOW - 1)
     estimator.sample(B, 800.0, NOW - 1)
     estimator.sample(C, 1600.0, NOW - 1)
-    for _ in range(3):
-        estimator.started(A)
+    for _ in range(3):  # running for 1 s, past A's 400 ms estimate
+        estimator.started(A, NOW - 1)
+    estimator.started(A, NOW - 0.1)  # within it: not counted
     cands = [cand(A, 0), cand(B, 1), cand(C, 2)]
 
     order = plan_order(
@@ -625,3 +627,123 @@ def test_a_plan_trickles_only_its_first_pick():
 def test_a_trickle_fraction_out_of_range_is_refused(fraction):
     with pytest.raises(ValueError, match="trickle_fraction"):
         select(e4b(), [1.0, 1.0], random.Random(0), trickle_fraction=fraction)
+
+
+# --- amended (issue #17): n counts the attempts running past L; the trickle skips a
+# --- b measured within the last τ --------------------------------------------------
+
+
+def test_e4b_attempts_within_the_estimate_are_not_queueing():
+    estimator = LatencyEstimator()
+    estimator.sample("A", 50.0, NOW - 1)
+    estimator.sample("B", 40.0, NOW - 1)
+    for _ in range(20):  # 20 attempts on A, started 30 ms ago: within its 50 ms
+        estimator.started("A", NOW - 0.03)
+    cands = observe(e4b(), estimator, NOW)
+    assert cands[0].in_flight == 0
+    chosen, _ = choose(
+        cands,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=random.Random(7),
+    )
+    assert chosen.key == "A"  # 50 x 1 vs 600
+    # 60 ms later they all run past A's estimate: 50 x 21 = 1 050 vs 600 -> B
+    later = observe(e4b(), estimator, NOW + 0.06)
+    assert later[0].in_flight == 20
+    chosen, _ = choose(
+        later,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=random.Random(7),
+    )
+    assert chosen.key == "B"
+
+
+def test_overdue_counts_attempts_past_the_estimate_and_all_when_unknown():
+    estimator = LatencyEstimator()
+    for started in (NOW - 2.0, NOW - 0.5, NOW - 0.1):
+        estimator.started(A, started)
+    assert estimator.overdue(A, NOW) == 3  # no estimate: every attempt counts
+    estimator.sample(A, 300.0, NOW - 1)
+    assert (estimator.overdue(A, NOW), estimator.in_flight(A)) == (2, 3)
+    assert estimator.overdue(A, NOW + 31) == 3  # the estimate went unknown
+
+
+def test_finished_removes_the_start_nearest_to_the_one_given():
+    estimator = LatencyEstimator()
+    estimator.sample(A, 300.0, NOW - 1)
+    for started in (NOW - 2.0, NOW - 0.5, NOW - 0.1):
+        estimator.started(A, started)
+    estimator.finished(A, NOW - 0.12)  # the attempt started 0.1 s ago ended
+    assert estimator.overdue(A, NOW) == 2
+    estimator.finished(A)  # no start given: the oldest
+    assert estimator.overdue(A, NOW) == 1
+    estimator.finished(A, NOW + 5)
+    estimator.finished(A, NOW + 5)  # nothing left: no error
+    assert estimator.in_flight(A) == 0
+
+
+def test_a_trickle_draw_compares_a_b_sampled_within_tau():
+    fresh = [
+        cand("A", 0, latency_ms=50.0, price=0.6),
+        cand("B", 1, latency_ms=40.0, price=9.0, recently_sampled=True),
+    ]
+    rng = Draws(0.1, 0.5, 0.01)  # the trickle draw is under the fraction
+    chosen, reason = choose(
+        fresh,
+        objective="balanced",
+        min_weight_fraction=0.05,
+        warm_key=None,
+        warm_weight=8,
+        rng=rng,
+        trickle_fraction=0.02,
+    )
+    assert (chosen.key, reason) == ("A", "p2c")
+    assert rng.values == []  # still three draws
+
+
+def test_observe_marks_targets_sampled_within_tau():
+    estimator = LatencyEstimator()
+    estimator.sample(A, 100.0, NOW - 9.5)
+    estimator.sample(B, 100.0, NOW - 10.5)
+    observed = observe([cand(A, 0), cand(B, 1), cand(C, 2)], estimator, NOW)
+    assert [c.recently_sampled for c in observed] == [True, False, False]
+
+
+def test_the_trickle_re_measures_each_dear_target_about_once_per_tau():
+    """Seeded: 40 req/s for 60 s over E4b's pair under `cost`, each pick finishing
+    after its latency. A never loses a comparison, so B is served only by the
+    trickle, and only while its last sample is older than τ: a handful of times,
+    not 2 % of 2 400."""
+    rng = random.Random(17)
+    estimator = LatencyEstimator()
+    now, served = NOW, Counter()
+    estimator.sample("A", 50.0, now)
+    estimator.sample("B", 40.0, now)
+    pending: list[tuple[float, str, float]] = []
+    for _ in range(2400):
+        now += 1 / 40
+        for done in [p for p in pending if p[0] <= now]:
+            pending.remove(done)
+            estimator.finished(done[1], done[2])
+            estimator.sample(done[1], 50.0 if done[1] == "A" else 40.0, done[0])
+        cands = observe(e4b(), estimator, now)
+        chosen, reason = choose(
+            cands,
+            objective="cost",
+            min_weight_fraction=0.05,
+            warm_key=None,
+            warm_weight=8,
+            rng=rng,
+            trickle_fraction=0.02,
+        )
+        served[chosen.key, reason] += 1
+        estimator.started(chosen.key, now)
+        pending.append((now + (0.05 if chosen.key == "A" else 0.04), chosen.key, now))
+    assert served["B", "p2c"] == 0
+    assert 3 <= served["B", "trickle"] <= 8  # about one per 10 s of the 60

@@ -4,6 +4,8 @@ Every function takes ``now`` as a plain float: a test replays minutes of traffic
 microseconds and asserts exact deadlines.
 """
 
+import random
+
 import pytest
 
 from gateway.kernel.breaker import (
@@ -115,6 +117,87 @@ def test_five_consecutive_failures_open_it_for_30_seconds():
     assert state.circuit(104.0) is Circuit.OPEN
     assert state.circuit(133.999) is Circuit.OPEN
     assert state.circuit(134.0) is Circuit.HALF_OPEN
+
+
+def test_a_run_on_a_connection_that_mostly_answers_opens_it_for_5_seconds():
+    # spec 03 §8.1 (amended): 20 successes then a run of 5 in the window
+    state = replay("S" * 20 + "FFFFF", [100.0 + i * 0.1 for i in range(25)])
+
+    assert state.open_seconds == 5.0
+    assert state.open_until == pytest.approx(102.4 + 5.0)
+    assert state.circuit(107.0) is Circuit.OPEN
+    assert state.circuit(107.5) is Circuit.HALF_OPEN
+
+
+def test_failed_probes_after_a_partial_open_extend_the_run_then_open_it_fully():
+    state = replay("S" * 20 + "FFFFF", [100.0] * 25)
+    periods = []
+    for _ in range(6):
+        now = state.open_until
+        state = record_outcome(claim_probe(state, now, 10.0), FAILURE, now, CONFIG)
+        periods.append(state.open_seconds)
+
+    # the run: 5, then probes 6..9 at 5 s each; the 10th failure in a row is an
+    # outage: open_seconds, then doubling as usual
+    assert periods == [5.0, 5.0, 5.0, 5.0, 30.0, 60.0]
+    assert not state.partial
+
+
+def test_a_successful_probe_after_a_partial_open_clears_everything():
+    state = replay("S" * 20 + "FFFFF", [100.0] * 25)
+    now = state.open_until
+    state = record_outcome(claim_probe(state, now, 10.0), FAILURE, now, CONFIG)
+    now = state.open_until
+
+    closed = record_outcome(claim_probe(state, now, 10.0), SUCCESS, now, CONFIG)
+
+    assert closed == Breaker()
+
+
+def test_the_window_rule_keeps_the_full_open_time():
+    # 10 outcomes, 5 failures: the window's share reaches failure_ratio 0.5
+    state = replay("SSSSSFFFFF", [100.0] * 10)
+
+    assert state.open_seconds == 30.0
+
+
+def test_a_run_before_min_requests_outcomes_keeps_the_full_open_time():
+    # 9 outcomes: too few for the window to show the connection mostly answering
+    assert replay("SSSSFFFFF", [100.0] * 9).open_seconds == 30.0
+
+
+def test_partial_open_seconds_is_capped_at_open_seconds():
+    config = BreakerConfig(open_seconds=3, partial_open_seconds=5)
+
+    state = replay("S" * 20 + "FFFFF", [100.0] * 25, config=config)
+
+    assert state.open_seconds == 3.0
+
+
+def test_a_30_percent_failure_rate_opens_it_briefly():
+    """Seeded Bernoulli(0.3) outcomes at 30 attempts/s for 30 s after 2 s of
+    successes: chance runs open it for 5 s (again 5 s after a failed probe), where
+    the unamended rule kept it open 30 s from the first run."""
+    rng = random.Random(17)
+    state = replay("S" * 60, [100.0 + i / 30 for i in range(60)])
+    periods = []
+    served = 0
+    for i in range(900):
+        now = 102.0 + i / 30
+        circuit = state.circuit(now)
+        if circuit is Circuit.OPEN:
+            continue
+        if circuit is Circuit.HALF_OPEN:
+            state = claim_probe(state, now, 10.0) or state
+        served += 1
+        before = state.open_until
+        outcome = FAILURE if rng.random() < 0.3 else SUCCESS
+        state = record_outcome(state, outcome, now, CONFIG)
+        if state.open_until is not None and state.open_until != before:
+            periods.append(state.open_seconds)
+
+    assert periods == [5.0, 5.0, 5.0, 5.0]
+    assert served == 437
 
 
 def test_a_success_resets_the_consecutive_count():

@@ -125,3 +125,51 @@ def test_attempt_order_is_cut_to_max_attempts(coding):
         "anthropic",
         "openai",
     ]
+
+
+# --- amended (issue #17): a cost-first route explores by price ------------------------
+
+COST_SAVER = MODE_PACKS["cost-saver"]
+
+
+def test_only_cost_first_weights_explore_by_price():
+    from gateway.auto.engine.exploration import is_cost_first
+    from gateway.auto.engine.weights import DEFAULT_WEIGHTS
+
+    assert is_cost_first(COST_SAVER)
+    assert not is_cost_first(QUALITY_FIRST)
+    assert not is_cost_first(DEFAULT_WEIGHTS)  # quota ties costInv, health leads
+
+
+def test_a_cost_first_draw_weighs_alternatives_by_inverse_price_squared(ranked_p):
+    ranked = ranked_p(COST_SAVER)
+    primary, alternatives = ranked[0], ranked[1:]
+    floor = min(s.cost for s in alternatives)
+    shares = [(floor / s.cost) ** 2 for s in alternatives]
+    expected = {
+        s.key: 4000 * w / sum(shares) for s, w in zip(alternatives, shares, strict=True)
+    }
+    rng = random.Random(17)
+    counts = {s.key: 0 for s in alternatives}
+    for _ in range(4000):
+        first, explored = explore(
+            ranked, primary, 1.0, rng, whole_list=False, cost_first=True
+        )
+        assert explored
+        counts[first.key] += 1
+    for key, n in counts.items():
+        assert n == pytest.approx(expected[key], rel=0.1, abs=30)
+
+
+def test_a_cost_first_draw_takes_the_same_two_numbers():
+    prices = (("p", 1.0), ("a", 2.0), ("b", 20.0))
+    items = [type("S", (), {"key": k, "cost": c})() for k, c in prices]
+    # explore; then (1/2)² = .25 vs (1/20)² = .0025: .79 × .2525 < .25 -> a
+    rng = Draws(0.01, 0.79)
+    first, explored = explore(
+        items, items[0], 0.05, rng, whole_list=False, cost_first=True
+    )
+    assert (first.key, explored, rng.taken) == ("a", True, 2)
+    rng = Draws(0.01, 0.995)
+    first, _ = explore(items, items[0], 0.05, rng, whole_list=False, cost_first=True)
+    assert first.key == "b"

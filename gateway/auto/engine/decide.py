@@ -21,7 +21,7 @@ from gateway.auto.engine import budget as budgets
 from gateway.auto.engine import healing
 from gateway.auto.engine.classify import apply_prior, classify_task, last_user_text
 from gateway.auto.engine.effort import complexity_level
-from gateway.auto.engine.exploration import attempt_order, explore
+from gateway.auto.engine.exploration import attempt_order, explore, is_cost_first
 from gateway.auto.engine.fitness import fitness
 from gateway.auto.engine.pool import (
     AutoRoute,
@@ -430,6 +430,7 @@ async def _select(
             decision.exploration_rate,
             request.rng,
             whole_list=choice.whole_list,
+            cost_first=is_cost_first(decision.weights),
         )
     return attempt_order(eligible, first, len(eligible))
 

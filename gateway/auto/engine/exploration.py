@@ -7,7 +7,11 @@
 2. ``u1 = rng.random()``; explore if and only if ``u1 < rate``.
 3. If exploring, ``u2 = rng.random()`` picks ``alternatives[floor(u2·len)]``, the
    alternatives being the eligible list in rank order without the primary, or the
-   whole list (``whole_list``, the ``score`` strategy).
+   whole list (``whole_list``, the ``score`` strategy).  Amended (issue #17): under
+   cost-first weights (``cost_first``: ``costInv`` is the largest weight, as in the
+   cost-saver pack) ``u2`` draws by weight ``(cost_min / cost_i)²`` instead, the
+   first alternative in rank order whose running sum exceeds ``u2 × Σ``: a cost-first
+   route explores an alternative at twice the price a quarter as often.
 
 Whether exploration applies at all (incident mode, an LKGP hit, Nadir, chaos, a
 custom strategy, the ``cheapest`` budget fallback) is the caller's decision: it calls
@@ -19,10 +23,12 @@ eligible list in rank order, cut to ``max_attempts`` (at least one attempt).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from gateway.auto.engine.types import Scored
+
+COST_FLOOR = 0.01  # USD per 1M tokens, as adaptive's price floor (05 §3.4)
 
 
 class RandomSource(Protocol):
@@ -38,6 +44,7 @@ def explore(
     rng: RandomSource,
     *,
     whole_list: bool,
+    cost_first: bool = False,
 ) -> tuple[Scored, bool]:
     """The candidate to serve first, and whether this request explored (§7).
 
@@ -55,8 +62,31 @@ def explore(
     )
     if not alternatives:
         return primary, False
-    index = min(int(rng.random() * len(alternatives)), len(alternatives) - 1)
+    u2 = rng.random()
+    if cost_first:
+        return _by_price(alternatives, u2), True
+    index = min(int(u2 * len(alternatives)), len(alternatives) - 1)
     return alternatives[index], True
+
+
+def is_cost_first(weights: Mapping[str, float]) -> bool:
+    """``costInv`` is the largest weight (ties count): the cost-saver pack, or a
+    config that puts price first."""
+    cost = weights.get("costInv", 0.0)
+    return cost > 0 and all(cost >= w for w in weights.values())
+
+
+def _by_price(alternatives: Sequence[Scored], u: float) -> Scored:
+    """The alternative drawn by ``(cost_min / cost_i)²`` (rank order, cumulative)."""
+    floor = min(max(s.cost, COST_FLOOR) for s in alternatives)
+    shares = [(floor / max(s.cost, COST_FLOOR)) ** 2 for s in alternatives]
+    target = u * sum(shares)
+    running = 0.0
+    for scored, share in zip(alternatives, shares, strict=True):
+        running += share
+        if running > target:
+            return scored
+    return alternatives[-1]
 
 
 def attempt_order(
