@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "breaker.failure_ratio": 0.5,
     "breaker.open_seconds": 30,
     "breaker.max_open_seconds": 300,
+    "breaker.partial_open_seconds": 5,
     "cooldown.base_seconds": 30,
     "cooldown.max_seconds": 300,
     "cooldown.max_retry_after_seconds": 3600,
@@ -71,6 +72,8 @@ HELP: dict[str, str] = {
     "breaker.failure_ratio": "Failure share in the window that opens the circuit.",
     "breaker.open_seconds": "First open period; doubled after each failed probe.",
     "breaker.max_open_seconds": "Longest open period.",
+    "breaker.partial_open_seconds": "Open period when the failures in a row hit a "
+    "connection that mostly answers (a partial outage).",
     "cooldown.base_seconds": "First rate-limit cooldown without Retry-After; "
     "doubled after each.",
     "cooldown.max_seconds": "Longest cooldown without Retry-After.",
