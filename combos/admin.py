@@ -30,6 +30,7 @@ from combos.admin_forms import (
     parse_target_line,
     require_shadow_confirmation,
 )
+from combos.config_export import snapshot_of
 from combos.models import (
     AdminToken,
     ApiKey,
@@ -39,6 +40,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
+from providers.admin_history import FieldHistory
 from providers.validation import ON_ORDER, Problem
 
 __all__ = [
@@ -50,8 +52,12 @@ __all__ = [
 ]
 
 
-class ConfigAdmin(ModelAdmin):
-    """Saves through a service instead of ``obj.save()``."""
+class ConfigAdmin(FieldHistory, ModelAdmin):
+    """Saves through a service instead of ``obj.save()``; the history lists each
+    changed field (the row as its export describes it, secrets masked)."""
+
+    def history_snapshot(self, obj: Any) -> dict[str, Any]:
+        return snapshot_of(obj)
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         raise TypeError(f"{type(self).__name__} must define write()")

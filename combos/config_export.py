@@ -154,3 +154,48 @@ def export_data() -> dict[str, Any]:
 
 def export_yaml() -> str:
     return yaml.safe_dump(export_data(), sort_keys=False, allow_unicode=True)
+
+
+def _smart_route(obj: SmartRoute) -> dict[str, Any]:
+    return {
+        "alias": obj.alias,
+        "easy": obj.easy,
+        "hard": obj.hard,
+        "threshold": obj.threshold,
+        "session_ttl_seconds": obj.session_ttl_seconds,
+    }
+
+
+def _mapping(obj: ModelComboMapping) -> dict[str, Any]:
+    return {"pattern": obj.pattern, "combo": obj.combo.name, "priority": obj.priority}
+
+
+def _override(obj: CandidateOverride) -> dict[str, Any]:
+    return {
+        "api_key": obj.api_key.name,
+        "channel": obj.channel,
+        "exclude": list(obj.exclude),
+    }
+
+
+def _settings(obj: GatewaySettings) -> dict[str, Any]:
+    return dict(obj.data or {})
+
+
+_SNAPSHOTS: tuple[tuple[type, Any], ...] = (
+    (Combo, combo_as_data),
+    (ApiKey, _key),
+    (SmartRoute, _smart_route),
+    (ModelComboMapping, _mapping),
+    (CandidateOverride, _override),
+    (GatewaySettings, _settings),
+)
+
+
+def snapshot_of(obj: Any) -> dict[str, Any]:
+    """One configuration row as the export writes it (secrets masked): the admin's
+    change history compares two of these (issue #15)."""
+    for model, snapshot in _SNAPSHOTS:
+        if isinstance(obj, model):
+            return dict(snapshot(obj))
+    return {}

@@ -24,6 +24,11 @@ from providers import (
     admin_jobs,  # noqa: F401 - registers the job and catalog admins
     services,
 )
+from providers.admin_history import (
+    FieldHistory,
+    connection_snapshot,
+    provider_snapshot,
+)
 from providers.health import board, connection_key, health_view, summarize
 from providers.models import Connection, Provider, ProviderModel
 from providers.presets import PRESETS
@@ -452,7 +457,10 @@ def preset_rows() -> list[dict[str, Any]]:
 
 
 @admin.register(Provider)
-class ProviderAdmin(ModelAdmin):
+class ProviderAdmin(FieldHistory, ModelAdmin):
+    def history_snapshot(self, obj: Provider) -> dict[str, Any]:
+        return provider_snapshot(obj)
+
     form = ProviderForm
     list_display = ("slug", "kind", "base_url", "connection_count", "model_count")
     list_filter = ("kind",)
@@ -562,7 +570,10 @@ def _aware(epoch: float) -> datetime:
 
 
 @admin.register(Connection)
-class ConnectionAdmin(ModelAdmin):
+class ConnectionAdmin(FieldHistory, ModelAdmin):
+    def history_snapshot(self, obj: Connection) -> dict[str, Any]:
+        return connection_snapshot(obj)
+
     form = ConnectionForm
     # issue #15: fits 1440 px; the health in one badge with its time left, the
     # breaker, cooldown, auth and locks in detail on the connection's page
