@@ -74,36 +74,44 @@ FILTER_MAX_CHARS = 300
 class Period:
     key: str
     label: str
-    unit: str  # "hour" | "day": the Trunc kind and the chart's step
+    unit: str  # "minute" | "hour" | "day": the Trunc kind and the chart's step
     buckets: int
+
+    @property
+    def step(self) -> timedelta:
+        return {
+            "minute": timedelta(minutes=1),
+            "hour": timedelta(hours=1),
+            "day": timedelta(days=1),
+        }[self.unit]
 
     def starts(self, now: datetime) -> list[datetime]:
         """Bucket starts, oldest first; the last one holds ``now`` (UTC)."""
-        now = now.astimezone(UTC)
-        if self.unit == "hour":
-            end, step = (
-                now.replace(minute=0, second=0, microsecond=0),
-                timedelta(hours=1),
-            )
-        else:
-            end = now.replace(hour=0, minute=0, second=0, microsecond=0)
-            step = timedelta(days=1)
-        return [end - step * (self.buckets - 1 - i) for i in range(self.buckets)]
+        end = self.floor(now)
+        return [end - self.step * (self.buckets - 1 - i) for i in range(self.buckets)]
 
     def floor(self, moment: datetime) -> datetime:
-        moment = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
+        if self.unit == "minute":
+            return moment
+        moment = moment.replace(minute=0)
         return moment if self.unit == "hour" else moment.replace(hour=0)
 
     def short_label(self, start: datetime) -> str:
-        return start.strftime("%H:00" if self.unit == "hour" else "%m-%d")
+        return start.strftime(_SHORT[self.unit])
 
     def long_label(self, start: datetime) -> str:
-        return start.strftime("%Y-%m-%d %H:00" if self.unit == "hour" else "%Y-%m-%d")
+        return start.strftime(_LONG[self.unit])
 
+
+_SHORT = {"minute": "%H:%M", "hour": "%H:00", "day": "%m-%d"}
+_LONG = {"minute": "%Y-%m-%d %H:%M", "hour": "%Y-%m-%d %H:00", "day": "%Y-%m-%d"}
 
 PERIODS = {
     p.key: p
     for p in (
+        # issue #15: the last hour by minute (an incident is more than one dot)
+        Period(key="1h", label="1 h", unit="minute", buckets=60),
         Period(key="24h", label="24 h", unit="hour", buckets=24),
         Period(key="7d", label="7 d", unit="day", buckets=7),
         Period(key="30d", label="30 d", unit="day", buckets=30),
@@ -395,7 +403,8 @@ def build_overview(
         .order_by()
     )
     covered: set[datetime] = set()
-    if not (filters.route or filters.api_key):  # UsageHourly has no request fields
+    # UsageHourly has no request fields, and no minutes
+    if not (filters.route or filters.api_key) and period.unit != "minute":
         covered = hourly.covered_hours(since, hourly.hour_of(now))
     if covered:
         overview = _from_hourly_rows(period, filters, now, requests, covered, exact)

@@ -473,3 +473,32 @@ def test_admin_home_and_telemetry_index_link_the_dashboards(superuser_client: Cl
         assert f'href="{LIVE}"'.encode() in html, url
     # and the navigation sidebar links them from every admin page
     assert f'href="{OVERVIEW}"'.encode() in superuser_client.get("/admin/auth/").content
+
+
+def test_the_overview_has_the_last_hour_by_minute(superuser_client: Client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from telemetry.models import RequestLog
+
+    now = timezone.now()
+    for minutes_ago in (1, 1, 30):
+        RequestLog.objects.create(
+            created_at=now - timedelta(minutes=minutes_ago),
+            endpoint="chat",
+            requested_model="pa/m1",
+            status="success",
+            http_status=200,
+        )
+
+    page = superuser_client.get(OVERVIEW + "?period=1h")
+    html = page.content.decode()
+
+    assert page.status_code == 200
+    overview = page.context["overview"]
+    assert len(overview.buckets) == 60
+    assert overview.totals.requests == 3
+    assert sorted(b.requests for b in overview.buckets if b.requests) == [1, 2]
+    assert "by minute" in html
+    assert 'http-equiv="refresh" content="30"' in html
