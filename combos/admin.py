@@ -119,6 +119,22 @@ class ComboAdmin(ConfigAdmin):
     class Media:
         js = ("combos/combo_editor.js",)
 
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        # the targets editor suggests what a target may name (issue #15)
+        routes = [
+            (value if "/" in value else f"combo:{value}", label)
+            for value, label in route_choices()
+            if value != "auto" and "(smart alias)" not in label
+        ]
+        extra = {**(extra_context or {}), "omr_routes": routes}
+        return super().changeform_view(request, object_id, form_url, extra)
+
     @admin.display(description="targets")
     def target_count(self, obj: Combo) -> int:
         return obj.targets.count()

@@ -85,3 +85,9 @@ def omr_ago(when: datetime | None) -> SafeString:
 @register.filter
 def omr_percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f} %"
+
+
+@register.filter
+def omr_words(value: str | None) -> str:
+    """``auth_disabled`` -> ``auth disabled``."""
+    return str(value or "").replace("_", " ")

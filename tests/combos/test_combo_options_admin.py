@@ -496,3 +496,16 @@ def test_auto_options_are_fields_and_every_strategy_has_a_description(
     assert Combo.objects.get(name="cheap-auto").config == {
         "auto": {"routerStrategy": "cost", "budgetCap": 0.01, "maxAttempts": 2}
     }
+
+
+def test_the_targets_editor_suggests_models_and_combos(
+    world: dict[str, Provider],
+    superuser_client: Client,
+    make_combo: Callable[..., Combo],
+) -> None:
+    make_combo("team")
+    page = superuser_client.get(reverse("admin:combos_combo_add")).content.decode()
+
+    assert '<datalist id="omr-routes">' in page
+    assert '<option value="pa/m1">pa/m1</option>' in page
+    assert '<option value="combo:team">team (combo)</option>' in page

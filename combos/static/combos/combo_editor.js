@@ -60,11 +60,14 @@
         var tr = document.createElement("tr"), cells = [];
         var target = row.combo !== undefined ? "combo:" + row.combo : row.model;
         cells.push(document.createTextNode(String(i + 1)));
-        cells.push(input(target, "provider/model", function (v) {
+        var targetInput = input(target, "provider/model", function (v) {
           if (v.toLowerCase().indexOf("combo:") === 0) { row.combo = v.slice(6); delete row.model; }
           else { row.model = v; delete row.combo; }
           sync();
-        }));
+        });
+        // suggestions from the catalog: every provider/model and combo:NAME (issue #15)
+        if (document.getElementById("omr-routes")) { targetInput.setAttribute("list", "omr-routes"); }
+        cells.push(targetInput);
         cells.push(input(row.connection, "any", function (v) { row.connection = v; sync(); }));
         cells.push(input(row.weight, "weight", function (v) { row.weight = v; sync(); }));
         cells.push(input(row.timeout_ms, "timeout_ms", function (v) { row.timeout_ms = v; sync(); }));
