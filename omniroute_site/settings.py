@@ -298,6 +298,8 @@ CSRF_COOKIE_SECURE = IS_PRODUCTION
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# issue #15: one date-time format in the console (Y-m-d H:i:s)
+FORMAT_MODULE_PATH = ["omniroute_site.formats"]
 USE_I18N = True
 USE_TZ = True
 
