@@ -171,7 +171,7 @@ def test_overview_in_chromium_shows_the_chart_and_the_logged_numbers(
     page.click("#overview-filters input[type=submit]")
     page.wait_for_url("**model=pa%2Fm1**")
 
-    since = page.get_attribute("#overview-since", "datetime")
+    since = page.get_attribute("#overview-since time", "datetime")
     assert since is not None
     since_db = datetime.fromisoformat(since).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
     served = _count_since(gateway, since_db, "served_model = 'pa/m1'")
