@@ -29,7 +29,7 @@ from providers.admin_history import (
     connection_snapshot,
     provider_snapshot,
 )
-from providers.health import board, connection_key, health_view, summarize
+from providers.health import board, connection_key, summarize
 from providers.models import Connection, Provider, ProviderModel
 from providers.presets import PRESETS
 from providers.validation import (
@@ -326,19 +326,9 @@ class ConnectionInline(TabularInline):
     show_change_link = True
     readonly_fields = ("health",)
 
-    @admin.display(description="health (this process)")
+    @admin.display(description="health")
     def health(self, obj: Connection) -> str:
-        if obj.pk is None:
-            return "—"
-        view = health_view(obj)
-        parts = [f"circuit {view['circuit']}"]
-        if view["cooldown_until"]:
-            parts.append(f"cooldown until {view['cooldown_until']}")
-        if view["auth_status"]:
-            parts.append(f"{view['auth_status']} until {view['auth_disabled_until']}")
-        if view["locked_models"]:
-            parts.append("locked: " + ", ".join(view["locked_models"]))
-        return "; ".join(parts)
+        return "—" if obj.pk is None else health_badge(obj)
 
 
 class ProviderModelInline(TabularInline):
@@ -543,6 +533,22 @@ class ProviderAdmin(FieldHistory, ModelAdmin):
         services.bump_config_revision()
 
 
+def health_badge(obj: Connection) -> str:
+    """A connection's health as the console shows it: one badge in words, what it
+    is, and the time left counting down (issue #15)."""
+    found = summarize(connection_key(obj.provider.slug, obj.name))
+    badge = {"bad": "omr-bad", "warn": "omr-warn", "ok": "omr-ok"}[found.severity]
+    left = omr_left(_aware(found.until)) if found.until is not None else ""
+    return format_html(
+        '<span class="omr-badge {}" data-health="{}">{}</span> {} {}',
+        badge,
+        found.state,
+        found.state.replace("_", " "),
+        "" if found.healthy else found.detail,
+        left,
+    )
+
+
 class HealthFilter(admin.SimpleListFilter):
     """Issue #15: find the failing connections (the health board's state)."""
 
@@ -642,18 +648,7 @@ class ConnectionAdmin(FieldHistory, ModelAdmin):
 
     @admin.display(description="health")
     def health(self, obj: Connection) -> str:
-        found = summarize(connection_key(obj.provider.slug, obj.name))
-        badge = {"bad": "omr-bad", "warn": "omr-warn", "ok": "omr-ok"}[found.severity]
-        left = omr_left(_aware(found.until)) if found.until is not None else ""
-        detail = "" if found.healthy else found.detail
-        return format_html(
-            '<span class="omr-badge {}" data-health="{}">{}</span> {} {}',
-            badge,
-            found.state,
-            found.state.replace("_", " "),
-            detail,
-            left,
-        )
+        return health_badge(obj)
 
     def _described(self, obj: Connection) -> Any:
         return board.describe(connection_key(obj.provider.slug, obj.name), time.time())

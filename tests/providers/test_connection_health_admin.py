@@ -116,5 +116,6 @@ def test_provider_page_shows_each_connection_health(admin_client, connection):
     html = admin_client.get(
         f"/admin/providers/provider/{connection.provider.pk}/change/"
     ).content.decode()
-    assert "circuit closed; cooldown until" in html
+    assert 'data-health="cooling">cooling</span> rate-limit cooldown' in html
+    assert 'data-mode="left"' in html
     board.reset(conn)
