@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import anthropic
 import httpx
@@ -162,7 +163,7 @@ def test_a_streamed_tool_call_round_trips_with_the_sdk_stream_helper(oai, upstre
     assert choice.finish_reason == "tool_calls"
     assert call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "Oslo"}
-    assert call.id == "call_0"
+    assert re.fullmatch(r"call_mock\d+_0", call.id)  # unique per reply (#14)
     sent = upstream.requests()[-1]["body"]
     assert sent["tools"] == [
         {
@@ -234,7 +235,7 @@ def test_thoughts_and_their_signature_survive_a_tool_turn(oai, upstream):
         "includeThoughts": True,
     }
     call = message.tool_calls[0]
-    assert call.id.startswith("call_0_ts_")
+    assert re.match(r"call_mock\d+_0_ts_", call.id)
     oai.chat.completions.create(
         model="gm/gthink",
         messages=[
