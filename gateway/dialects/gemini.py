@@ -233,9 +233,17 @@ def api_base(base_url: str) -> str:
 
 
 def model_url(base_url: str, model: str, method: str) -> str:
-    """``{base}/v1beta/models/{model}:{method}`` (a ``models/`` prefix is kept)."""
-    name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
-    return f"{api_base(base_url)}/{quote(name, safe='/-._~')}:{method}"
+    """``{base}/v1beta/models/{model}:{method}`` (a ``models/`` or ``tunedModels/``
+    prefix is kept).  The id is one path segment, percent-encoded whole: a ``/`` in
+    it is ``%2F`` and an id of ``.`` or ``..`` is escaped, so it never walks the
+    path (as Vertex, Bedrock and Azure encode theirs)."""
+    collection, slash, rest = model.partition("/")
+    if not slash or collection not in ("models", "tunedModels"):
+        collection, rest = "models", model
+    segment = quote(rest, safe="-._~")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return f"{api_base(base_url)}/{collection}/{segment}:{method}"
 
 
 def headers(api_key: str | None) -> dict[str, str]:

@@ -15,6 +15,7 @@ from gateway.dialects.gemini import (
     GeminiDialect,
     call_id,
     gemini_schema,
+    model_url,
     signature_of,
 )
 from gateway.kernel.errors import (
@@ -439,6 +440,25 @@ def test_system_messages_alone_become_the_user_turn():
     assert build([{"role": "system", "content": "Say hi."}]) == {
         "contents": [{"role": "user", "parts": [{"text": "Say hi."}]}]
     }
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        ("gemini-2.5-flash", "models/gemini-2.5-flash"),
+        ("models/gemini-pro", "models/gemini-pro"),
+        ("tunedModels/my-tune", "tunedModels/my-tune"),
+        ("a/b", "models/a%2Fb"),
+        ("../../v1/files", "models/..%2F..%2Fv1%2Ffiles"),
+        ("..", "models/%2E%2E"),
+        ("models/..", "models/%2E%2E"),
+        ("odd name?", "models/odd%20name%3F"),
+    ],
+)
+def test_the_model_id_is_one_encoded_path_segment(model, path):
+    assert model_url(BASE_URL, model, "generateContent") == (
+        f"{BASE_URL}/v1beta/{path}:generateContent"
+    )
 
 
 def test_a_signature_in_the_call_id_goes_back_on_its_call():
