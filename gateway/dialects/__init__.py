@@ -15,6 +15,7 @@ from types import MappingProxyType
 from gateway.dialects.anthropic import AnthropicDialect
 from gateway.dialects.azure import AzureDialect, AzureResponsesDialect
 from gateway.dialects.base import (
+    JSON,
     RAW,
     BadUpstreamResponse,
     Dialect,
@@ -23,6 +24,7 @@ from gateway.dialects.base import (
     UpstreamCall,
 )
 from gateway.dialects.bedrock import BedrockDialect
+from gateway.dialects.bedrock import unsent as bedrock_unsent
 from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
 from gateway.dialects.openai_responses import (
@@ -74,6 +76,19 @@ def model_wire(kind: str, model_id: str) -> str | None:
     return pick(model_id) if pick is not None else None
 
 
+#: kind -> the paths of a canonical body its translation leaves out, where that
+#: depends on the body's content (Bedrock's image URLs; spec 09 §2.6)
+_UNSENT: Mapping[str, Callable[[JSON], tuple[str, ...]]] = MappingProxyType(
+    {"bedrock": bedrock_unsent}
+)
+
+
+def unsent(dialect: Dialect, body: JSON) -> tuple[str, ...]:
+    """What ``dialect``'s translation of the canonical ``body`` cannot carry."""
+    left_out = _UNSENT.get(dialect.kind)
+    return left_out(body) if left_out is not None else ()
+
+
 def wires_of(kind: str) -> tuple[str, ...]:
     """The ``wire`` values a provider of ``kind`` accepts, ``chat`` first."""
     return tuple(wire for (k, wire) in WIRES if k == kind)
@@ -101,5 +116,6 @@ __all__ = [
     "dialect_for",
     "dialect_of",
     "model_wire",
+    "unsent",
     "wires_of",
 ]

@@ -20,7 +20,8 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
 2. Every other message becomes a ``messages`` turn, role ``user`` or ``assistant``,
    of content blocks: ``text``; images from ``data:`` URLs as ``image`` blocks
    (``format`` from the media type: png, jpeg, gif, webp; Bedrock takes no image
-   URL, so other URLs are dropped); an assistant's ``tool_calls`` as ``toolUse``
+   URL, so other URLs and other formats are dropped and named: ``unsent``, spec 09
+   §2.6); an assistant's ``tool_calls`` as ``toolUse``
    blocks (arguments that are not a JSON object become ``{}``); a ``tool`` message
    as a ``toolResult`` block in a user turn (its text; ``{"json": {}}`` when empty,
    since Bedrock refuses an empty text).  A part with a ``cache_control`` marker
@@ -42,8 +43,8 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
 Dropped: ``response_format``, ``reasoning_effort``, ``n``, ``seed``, penalties,
 ``logprobs``, ``user``, ``parallel_tool_calls`` and everything else not named above.
 
-Reply (Converse gives no id: a completion's is ``chatcmpl-`` + a digest of the reply
-and ``created``; stream chunks carry none, so the gateway's request id applies):
+Reply (Converse gives no id: neither completions nor stream chunks carry one, so the
+gateway's request id applies, unique per request):
 ``text`` blocks joined into ``content`` (``None`` when there are only calls),
 ``reasoningContent`` into ``reasoning_content``, ``toolUse`` into ``tool_calls``
 (their ``toolUseId`` as the id).  ``stopReason``: ``end_turn``/``stop_sequence`` ->
@@ -81,7 +82,6 @@ a request of several inputs is sent as a list and refused by Bedrock (400,
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import re
 import time
@@ -361,6 +361,26 @@ def _image_block(part: JSON) -> JSON | None:
     return {"image": {"format": fmt, "source": {"bytes": data}}}
 
 
+def unsent(body: JSON) -> tuple[str, ...]:
+    """The paths of the image parts of ``body``'s messages that Converse cannot
+    carry (a URL that is not ``data:``, a format it does not take): left out of the
+    attempt and named (spec 09 §2.6), in message order."""
+    paths: list[str] = []
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict) or message.get("role") in _SYSTEM_ROLES:
+            continue
+        content = message.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "image_url"
+                and _image_block(part) is None
+            ):
+                paths.append(f"messages[{i}].content[{j}]")
+    return tuple(paths)
+
+
 def _blocks(content: Any) -> list[JSON]:
     """OpenAI message content -> Converse content blocks (text and images)."""
     out: list[JSON] = []
@@ -594,13 +614,6 @@ def _tool_call(use: JSON) -> JSON:
     }
 
 
-def _completion_id(payload: JSON, created: int) -> str:
-    """Converse answers with no id: one derived from the reply and its time."""
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode())
-    digest.update(str(created).encode())
-    return f"chatcmpl-{digest.hexdigest()[:29]}"
-
-
 def parse_converse_reply(payload: Any, *, created: int) -> JSON:
     """A ``ConverseResponse`` -> an OpenAI ``chat.completion``."""
     if not isinstance(payload, dict):
@@ -631,7 +644,6 @@ def parse_converse_reply(payload: Any, *, created: int) -> JSON:
     if thoughts:
         out_message["reasoning_content"] = "".join(thoughts)
     completion: JSON = {
-        "id": _completion_id(payload, created),
         "object": "chat.completion",
         "created": created,
         "model": None,

@@ -65,8 +65,11 @@ to a bare ``object`` past depth 4); ``oneOf`` -> ``anyOf``; ``const`` -> a one-v
 
 Reply: text parts joined into ``content`` (``None`` when there are only calls),
 ``thought: true`` parts into ``reasoning_content``, ``functionCall`` parts into
-``tool_calls`` (ids ``call_<n>``; a part's ``thoughtSignature`` travels inside the id,
-``call_<n>_ts_<base64url>``, and goes back on that ``functionCall`` part when the
+``tool_calls`` (ids ``call_<tag>_<n>``, the tag the letters and digits of the
+``responseId``, else ``created`` in hex, so ids differ from one turn to the next and a
+conversation can fail over to Anthropic, which refuses repeated ids; a part's
+``thoughtSignature`` travels inside the id, ``call_<tag>_<n>_ts_<base64url>``, and
+goes back on that ``functionCall`` part when the
 client sends the call again, as Gemini needs for its reasoning across tool turns).
 ``finishReason``: ``STOP`` -> ``stop`` (``tool_calls`` when the candidate calls a
 function), ``MAX_TOKENS`` -> ``length``, the safety family -> ``content_filter``,
@@ -230,9 +233,17 @@ def api_base(base_url: str) -> str:
 
 
 def model_url(base_url: str, model: str, method: str) -> str:
-    """``{base}/v1beta/models/{model}:{method}`` (a ``models/`` prefix is kept)."""
-    name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
-    return f"{api_base(base_url)}/{quote(name, safe='/-._~')}:{method}"
+    """``{base}/v1beta/models/{model}:{method}`` (a ``models/`` or ``tunedModels/``
+    prefix is kept).  The id is one path segment, percent-encoded whole: a ``/`` in
+    it is ``%2F`` and an id of ``.`` or ``..`` is escaped, so it never walks the
+    path (as Vertex, Bedrock and Azure encode theirs)."""
+    collection, slash, rest = model.partition("/")
+    if not slash or collection not in ("models", "tunedModels"):
+        collection, rest = "models", model
+    segment = quote(rest, safe="-._~")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return f"{api_base(base_url)}/{collection}/{segment}:{method}"
 
 
 def headers(api_key: str | None) -> dict[str, str]:
@@ -245,17 +256,26 @@ def headers(api_key: str | None) -> dict[str, str]:
 # --- thought signatures in tool call ids ---------------------------------------------
 
 
-def call_id(position: int, signature: Any = None) -> str:
-    """The id of the ``position``-th call of a reply; a ``thoughtSignature`` rides in
-    it as base64url, so the call can go back with it."""
+def reply_tag(response_id: Any, created: int) -> str:
+    """What makes a reply's call ids its own (Gemini numbers calls per reply, and a
+    conversation failed over to Anthropic needs ids unique across its turns): the
+    letters and digits of the reply's ``responseId``, else ``created`` in hex."""
+    tag = "".join(c for c in str(response_id or "") if c.isascii() and c.isalnum())
+    return tag[:32] or f"{created:x}"
+
+
+def call_id(position: int, signature: Any = None, tag: str = "") -> str:
+    """The id of the ``position``-th call of a reply (``tag``: ``reply_tag``); a
+    ``thoughtSignature`` rides in it as base64url, so the call can go back with it."""
+    plain = f"call_{tag}_{position}" if tag else f"call_{position}"
     if not isinstance(signature, str) or not signature:
-        return f"call_{position}"
+        return plain
     try:
         raw = base64.b64decode(signature, validate=True)
     except (binascii.Error, ValueError):
-        return f"call_{position}"
+        return plain
     packed = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-    return f"call_{position}{_SIGNATURE_MARK}{packed}"
+    return f"{plain}{_SIGNATURE_MARK}{packed}"
 
 
 def signature_of(tool_call_id: Any) -> str | None:
@@ -746,10 +766,10 @@ def map_finish_reason(reason: Any, calls: bool) -> str:
     return "tool_calls" if calls and mapped == "stop" else mapped
 
 
-def _tool_call(position: int, part: JSON) -> JSON:
+def _tool_call(position: int, part: JSON, tag: str) -> JSON:
     call = _dict(part.get("functionCall"))
     return {
-        "id": call_id(position, part.get("thoughtSignature")),
+        "id": call_id(position, part.get("thoughtSignature"), tag),
         "type": "function",
         "function": {
             "name": str(call.get("name") or ""),
@@ -758,14 +778,14 @@ def _tool_call(position: int, part: JSON) -> JSON:
     }
 
 
-def _choice(candidate: JSON, position: int) -> JSON:
+def _choice(candidate: JSON, position: int, tag: str) -> JSON:
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[JSON] = []
     for part in _dict(candidate.get("content")).get("parts") or ():
         part = _dict(part)
         if "functionCall" in part:
-            calls.append(_tool_call(len(calls), part))
+            calls.append(_tool_call(len(calls), part, tag))
         elif isinstance(part.get("text"), str):
             (thoughts if part.get("thought") is True else texts).append(part["text"])
     message: JSON = {
@@ -796,7 +816,8 @@ def parse_generate_reply(payload: Any, *, created: int) -> JSON:
         raise BadUpstreamResponse("completion carries an error object")
     candidates = payload.get("candidates")
     if isinstance(candidates, list) and candidates:
-        choices = [_choice(_dict(c), i) for i, c in enumerate(candidates)]
+        tag = reply_tag(payload.get("responseId"), created)
+        choices = [_choice(_dict(c), i, tag) for i, c in enumerate(candidates)]
     elif _dict(payload.get("promptFeedback")).get("blockReason"):
         choices = [
             {
@@ -897,6 +918,7 @@ class GeminiStreamTranslator:
         "_id",
         "_model",
         "_raw",
+        "_response_id",
         "_started",
         "_usage",
     )
@@ -907,6 +929,7 @@ class GeminiStreamTranslator:
         self._finished = False
         self._started = False
         self._id = "chatcmpl-"
+        self._response_id: Any = None
         self._model = ""
         self._calls: dict[int, int] = {}  # candidate index -> calls so far
         self._usage: JSON | None = None
@@ -966,6 +989,7 @@ class GeminiStreamTranslator:
         """The id, model and usage a response carries (every event may)."""
         if data.get("responseId"):
             self._id = _completion_id(data)
+            self._response_id = data["responseId"]
         if data.get("modelVersion"):
             self._model = str(data["modelVersion"])
         if isinstance(data.get("usageMetadata"), dict):
@@ -1001,7 +1025,7 @@ class GeminiStreamTranslator:
     def _call(self, index: int, part: JSON) -> list[JSON]:
         position = self._calls.get(index, 0)
         self._calls[index] = position + 1
-        call = _tool_call(position, part)
+        call = _tool_call(position, part, reply_tag(self._response_id, self._created))
         start = {
             "index": position,
             "id": call["id"],

@@ -7,7 +7,9 @@ A Vertex model belongs to one publisher, and the publisher decides the wire:
   (``gateway.dialects.gemini``, reused whole) at
   ``{root}/projects/{project}/locations/{region}/publishers/google/models/{model}``
   ``:generateContent``, ``:streamGenerateContent?alt=sse``; embeddings at
-  ``:predict`` (``{"instances": [{"content"}], "parameters"}``).
+  ``:predict`` (``{"instances": [{"content"}], "parameters"}``); a Messages
+  ``count_tokens`` at ``:countTokens`` (``count_body``: the prompt's ``contents``,
+  ``systemInstruction`` and ``tools``; the answer's ``totalTokens``).
 * ``anthropic`` (wire ``messages``): Anthropic's Messages body
   (``gateway.dialects.anthropic``, reused whole) at
   ``…/publishers/anthropic/models/{model}:rawPredict`` / ``:streamRawPredict``,
@@ -274,7 +276,7 @@ class VertexDialect(_VertexBase):
     wire = "chat"
     surfaces: frozenset[str] = frozenset()
     embeddings = True
-    counts_tokens = False
+    counts_tokens = True
 
     def build_request(
         self,
@@ -339,12 +341,32 @@ class VertexDialect(_VertexBase):
         forward: tuple[tuple[str, str], ...],
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        raise NotImplementedError("Gemini counts tokens of its own body, not Messages")
+        """``:countTokens`` of the canonical ``body`` (``count_body``)."""
+        return UpstreamCall(
+            url=model_url(base_url, auth, GOOGLE, model, "countTokens"),
+            headers=headers(auth),
+            body=count_body(body),
+            operation="count_tokens",
+            count_field="totalTokens",
+        )
 
     def stream_translator(
         self, *, created: int, raw: bool = False
     ) -> GeminiStreamTranslator:
         return GeminiStreamTranslator(created=created, raw=raw)
+
+
+#: the fields of Vertex's ``CountTokensRequest`` a generate body shares
+_COUNTED = ("contents", "systemInstruction", "tools")
+
+
+def count_body(body: JSON) -> JSON:
+    """A canonical chat request -> Vertex's ``CountTokensRequest``: the prompt's
+    fields of the generate body, at the top level (Vertex takes no
+    ``generateContentRequest`` wrapper, nor ``toolConfig`` or ``safetySettings``);
+    ``generationConfig`` changes no input token."""
+    request = generate_body(body)
+    return {k: request[k] for k in _COUNTED if k in request}
 
 
 def _claude_body(body: JSON, *, stream: bool) -> JSON:

@@ -9,12 +9,17 @@
   work as on every wire; the pipeline refuses what would pick a model on its own
   (``auto``, smart aliases, composite combos: ``unsupported_for_endpoint``).
 * **Result -> bytes**: the embeddings list in input order, ``model`` the served one,
-  with the ``omniroute`` report; errors in the OpenAI envelope.
+  with the ``omniroute`` report; errors in the OpenAI envelope.  Vectors are
+  base64 (little-endian float32) when the client asked ``encoding_format: base64``
+  and the upstream answered floats (Gemini, Vertex, Bedrock take no such option);
+  ``usage`` is the prompt's estimate when the upstream reported none.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +39,7 @@ from gateway.inbound.chat import (
     positive_int,
 )
 from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.pipeline.accounting import estimate_prompt_tokens
 from gateway.pipeline.result import Answer, Failure, Result
 
 MAX_INPUTS = 2048
@@ -107,14 +113,34 @@ def parse_embeddings_request(raw: bytes) -> ChatRequest:
     )
 
 
-def ordered(answer: dict[str, Any]) -> dict[str, Any]:
-    """The embeddings list in input order, with the served model."""
+def as_base64(vector: list[Any]) -> str:
+    """A float vector as OpenAI's ``encoding_format: base64`` gives it: the base64 of
+    its little-endian float32 values."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def ordered(
+    answer: dict[str, Any], request: ChatRequest | None = None
+) -> dict[str, Any]:
+    """The embeddings list in input order, with the served model.  For ``request``:
+    float vectors base64-encoded when it asked ``encoding_format: base64`` (an
+    upstream without that option answers floats), and the prompt's estimate as
+    ``usage`` when the upstream reported none (the request log's, 06 §1.3)."""
     data = answer.get("data")
     if isinstance(data, list):
         answer["data"] = sorted(
             data, key=lambda item: item.get("index", 0) if isinstance(item, dict) else 0
         )
+        if request is not None and request.body.get("encoding_format") == "base64":
+            for item in answer["data"]:
+                vector = item.get("embedding") if isinstance(item, dict) else None
+                if isinstance(vector, list):
+                    item["embedding"] = as_base64(vector)
     usage = answer.get("usage")
+    if not isinstance(usage, dict) and request is not None:
+        usage = answer["usage"] = {
+            "prompt_tokens": estimate_prompt_tokens(request.body)
+        }
     if isinstance(usage, dict) and "total_tokens" not in usage:
         usage["total_tokens"] = usage.get("prompt_tokens", 0)
     answer["object"] = "list"
@@ -141,7 +167,8 @@ class EmbeddingsWire(Pipelined):
 
     def render(self, result: Result) -> Reply:
         if isinstance(result, Answer):
-            payload = {**ordered(result.completion), "omniroute": result.report}
+            completion = ordered(result.completion, result.request)
+            payload = {**completion, "omniroute": result.report}
             return json_reply(result.status, payload, result.headers)
         if isinstance(result, Failure):
             return self.error(result)

@@ -6,14 +6,16 @@
   vectors of different models are not interchangeable.
 * ``X-OmniRoute-Strict: true`` turns a drop of what translation cannot carry into a
   400 ``unsupported_parameter`` naming the first path, unless every entry is a model
-  whose upstream speaks the client's own wire (a passthrough carries everything).
+  whose upstream speaks the client's own wire (a passthrough carries everything);
+  so does an element some candidate's dialect cannot carry (``unsent``: Bedrock's
+  image URLs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.dialects import dialect_for, dialect_of
+from gateway.dialects import dialect_for, dialect_of, unsent
 from gateway.kernel.chain import Slot, plan_targets
 from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.resolve import RouteKind
@@ -75,7 +77,8 @@ def carries(target: Target, carried: Carried) -> bool:
 def _left_out(
     table: RoutingTable, request: ChatRequest, chain: Sequence[Slot]
 ) -> str | None:
-    """The first ``Carried`` field some translated candidate would leave out."""
+    """The first ``Carried`` field some translated candidate would leave out, else
+    the first element of the body some candidate's dialect cannot carry."""
     targets = [t for slot in chain for t in plan_targets(table, slot, [])]
     for carried in request.conditional:
         if carried.field not in request.body:
@@ -87,6 +90,13 @@ def _left_out(
             )
             if not through and not carries(target, carried):
                 return carried.path
+    for target in targets:
+        dialect = dialect_of(target)
+        if request.original is not None and request.surface in dialect.surfaces:
+            continue
+        left = unsent(dialect, request.body)
+        if left:
+            return left[0]
     return None
 
 
@@ -96,8 +106,6 @@ def strict_refusal(
     chain: Sequence[Slot],
     headers: Mapping[str, str],
 ) -> RequestError | None:
-    if not request.dropped and not request.conditional:
-        return None
     if headers.get("x-omniroute-strict", "").strip().lower() != "true":
         return None
     path: str | None = None

@@ -147,7 +147,10 @@ def answer(
 ) -> Answer:
     """A served completion: ``model`` is the served target, ``usage`` (a composite's
     sum) replaces the call's own, ``raw`` the upstream's own answer of a passthrough;
-    the request is recorded as a success."""
+    the request is recorded as a success.  A completion the upstream gave no id
+    (Bedrock's Converse) gets the request's, as a stream's chunks do."""
+    if not completion.get("id"):
+        completion["id"] = f"chatcmpl-{run.rec.request_id.hex}"
     completion["model"] = target.model_key
     if usage is not None:
         completion["usage"] = usage

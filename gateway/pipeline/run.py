@@ -25,7 +25,7 @@ from gateway.auto.engine import healing
 from gateway.auto.engine.decide import Decision
 from gateway.auto.engine.effort import apply_effort
 from gateway.auto.live import Controls, auto_route, plan_auto, read_controls
-from gateway.dialects import dialect_of
+from gateway.dialects import dialect_of, unsent
 from gateway.kernel.chain import Options, Slot, effective_options, plan_targets
 from gateway.kernel.exchange import ChatRequest, RequestError
 from gateway.kernel.facts import Need, cache_key, needed_tokens, needs
@@ -159,6 +159,8 @@ class Run:
         body = self.request.body
         if self.request.conditional and not self._passes_through(target):
             body = self._carried(body, target)
+        if not self._passes_through(target):
+            self._unsent(body, target)
         summary = self.injected.get(target.key)
         if summary is not None:
             body = with_handoff(body, summary)
@@ -188,6 +190,13 @@ class Run:
         if left:
             self.rec.attempt_dropped[target.key] = tuple(left)
         return body
+
+    def _unsent(self, body: dict[str, Any], target: Target) -> None:
+        """What the target's dialect cannot carry of ``body`` (09 §2.6), named."""
+        known = self.rec.attempt_dropped.get(target.key, ())
+        left = tuple(p for p in unsent(dialect_of(target), body) if p not in known)
+        if left:
+            self.rec.attempt_dropped[target.key] = known + left
 
     # --- planning a slot ----------------------------------------------------------
 

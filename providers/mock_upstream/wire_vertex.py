@@ -14,7 +14,8 @@
   not revoked>``, else ``401 UNAUTHENTICATED``.  Publisher ``google``:
   ``:generateContent``, ``:streamGenerateContent?alt=sse`` (the Gemini wire) and
   ``:predict`` (text embeddings: a vector per instance, with
-  ``statistics.token_count``).  Publisher ``anthropic``: ``:rawPredict``,
+  ``statistics.token_count``), ``:countTokens`` (``{"totalTokens": n}``, as the
+  Gemini wire counts).  Publisher ``anthropic``: ``:rawPredict``,
   ``:streamRawPredict`` (the Messages wire; the body must carry ``anthropic_version:
   vertex-2023-10-16`` and no ``model``, else 400) and ``count-tokens:rawPredict``.
   Scripted errors come in Google's envelope (``RESOURCE_EXHAUSTED`` …), a Claude
@@ -46,6 +47,7 @@ from providers.mock_upstream.wire import (
     _vector,
     _Wire,
 )
+from providers.mock_upstream.wire_gemini import COUNT as GOOGLE_COUNT
 from providers.mock_upstream.wire_gemini import GENERATE
 from providers.mock_upstream.wire_gemini import error_body as google_error
 from providers.mock_upstream.wire_legacy import COUNT_TOKENS
@@ -277,6 +279,7 @@ _METHODS: dict[tuple[str, str], tuple[_Wire, bool]] = {
     ("google", "generateContent"): (GENERATE, False),
     ("google", "streamGenerateContent"): (GENERATE, True),
     ("google", "predict"): (PREDICT, False),
+    ("google", "countTokens"): (GOOGLE_COUNT, False),
     ("anthropic", "rawPredict"): (CLAUDE, False),
     ("anthropic", "streamRawPredict"): (CLAUDE, True),
 }

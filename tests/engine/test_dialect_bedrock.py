@@ -21,6 +21,7 @@ from gateway.dialects.bedrock import (
     check_provider,
     control_url,
     sign_request,
+    unsent,
 )
 from gateway.kernel.errors import (
     FailureDetail,
@@ -261,6 +262,31 @@ def test_images_from_data_urls_become_image_blocks():
         {"text": "what is this?"},
         {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}},
     ]
+
+
+def test_images_it_cannot_send_are_named():
+    body = {
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "s"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+                    },
+                    {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                    {"type": "image_url", "image_url": "data:image/bmp;base64,Qk0="},
+                ],
+            },
+            {"role": "assistant", "content": "a bare string"},
+        ]
+    }
+    assert unsent(body) == ("messages[1].content[2]", "messages[1].content[3]")
+    assert REGISTRY["bedrock"].kind == "bedrock"
+    assert unsent({"messages": [{"role": "user", "content": "hi"}]}) == ()
+    assert unsent({"input": "embed me"}) == ()
 
 
 def test_system_only_becomes_the_user_turn():
@@ -819,15 +845,13 @@ def test_an_auto_pool_counts_a_connection_by_its_aws_credential():
     assert not usable(provider, ConnectionInfo(provider="br", name="main"))
 
 
-def test_ids_are_derived_or_left_to_the_gateway():
+def test_ids_are_left_to_the_gateway():
     payload = {
         "output": {"message": {"role": "assistant", "content": [{"text": "x"}]}},
         "stopReason": "end_turn",
     }
-    first = dialect.parse_completion(payload, created=CREATED)["id"]
-    assert first.startswith("chatcmpl-")
-    assert first == dialect.parse_completion(payload, created=CREATED)["id"]
-    assert first != dialect.parse_completion(payload, created=CREATED + 1)["id"]
+    # an id derived from the reply would repeat for identical replies (#14, D6)
+    assert "id" not in dialect.parse_completion(payload, created=CREATED)
     chunks = dialect.stream_translator(created=CREATED).translate(
         "messageStart", {"role": "assistant"}
     )

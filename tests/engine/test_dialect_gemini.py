@@ -15,6 +15,7 @@ from gateway.dialects.gemini import (
     GeminiDialect,
     call_id,
     gemini_schema,
+    model_url,
     signature_of,
 )
 from gateway.kernel.errors import (
@@ -441,6 +442,25 @@ def test_system_messages_alone_become_the_user_turn():
     }
 
 
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        ("gemini-2.5-flash", "models/gemini-2.5-flash"),
+        ("models/gemini-pro", "models/gemini-pro"),
+        ("tunedModels/my-tune", "tunedModels/my-tune"),
+        ("a/b", "models/a%2Fb"),
+        ("../../v1/files", "models/..%2F..%2Fv1%2Ffiles"),
+        ("..", "models/%2E%2E"),
+        ("models/..", "models/%2E%2E"),
+        ("odd name?", "models/odd%20name%3F"),
+    ],
+)
+def test_the_model_id_is_one_encoded_path_segment(model, path):
+    assert model_url(BASE_URL, model, "generateContent") == (
+        f"{BASE_URL}/v1beta/{path}:generateContent"
+    )
+
+
 def test_a_signature_in_the_call_id_goes_back_on_its_call():
     signature = base64.b64encode(b"\x00\xffsig+/").decode()
     ident = call_id(0, signature)
@@ -464,6 +484,31 @@ def test_a_signature_in_the_call_id_goes_back_on_its_call():
 def test_a_call_without_a_usable_signature_has_a_plain_id(signature, ident):
     assert call_id(3, signature) == ident
     assert signature_of(ident) is None
+
+
+def test_call_ids_differ_from_one_reply_to_the_next(dialect):
+    def ids(payload, created=CREATED):
+        completion = dialect.parse_completion(payload, created=created)
+        return [c["id"] for c in completion["choices"][0]["message"]["tool_calls"]]
+
+    call = [{"functionCall": {"name": "f", "args": {}}}]
+    assert ids(_reply(call)) == ["call_r1_0"]
+    assert ids(_reply(call, responseId="r-2")) == ["call_r2_0"]
+    anonymous = _reply(call)
+    del anonymous["responseId"]
+    assert ids(anonymous) == [f"call_{CREATED:x}_0"]
+    assert ids(anonymous, CREATED + 1) == [f"call_{CREATED + 1:x}_0"]
+    # the id with a tag still answers its call by id, and by order
+    tagged = call_id(0, tag="r2")
+    body = build(
+        [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": None, "tool_calls": [_call(tagged, "f")]},
+            {"role": "tool", "tool_call_id": tagged, "content": "ok"},
+        ]
+    )
+    assert body["contents"][2]["parts"][0]["functionResponse"]["name"] == "f"
+    assert signature_of(tagged) is None
 
 
 def test_a_signature_id_is_url_safe_and_round_trips():
@@ -808,7 +853,8 @@ def test_thoughts_calls_and_usage_counts(dialect):
         {"city": "Oslo"},
         {},
     ]
-    assert calls[1]["id"] == "call_1"
+    assert calls[1]["id"] == "call_r1_1"
+    assert calls[0]["id"].startswith("call_r1_0_ts_")
     assert signature_of(calls[0]["id"]) == signature
     assert completion["usage"] == {
         "prompt_tokens": 1005,
@@ -967,14 +1013,14 @@ def test_a_streamed_call_gives_its_start_and_its_whole_arguments(dialect):
     assert calls == [
         {
             "index": 0,
-            "id": "call_0",
+            "id": "call_r9_0",
             "type": "function",
             "function": {"name": "get_weather", "arguments": ""},
         },
         {"index": 0, "function": {"arguments": '{"city": "Oslo"}'}},
         {
             "index": 1,
-            "id": "call_1",
+            "id": "call_r9_1",
             "type": "function",
             "function": {"name": "ping", "arguments": ""},
         },

@@ -327,6 +327,34 @@ def test_error_codes_come_from_the_envelope() -> None:
     assert classify_stream_error(claude).reason is FailureReason.RATE_LIMIT
 
 
+def test_a_gemini_model_counts_tokens_at_count_tokens() -> None:
+    assert GOOGLE.counts_tokens
+    call = GOOGLE.count_tokens_request(
+        base_url=base(),
+        api_key=None,
+        model="gemini-2.5-flash",
+        body={
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "hello"},
+            ],
+            "max_tokens": 10,
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "tool_choice": "auto",
+        },
+        forward=(),
+        auth=auth(),
+    )
+    assert call.url.endswith("/publishers/google/models/gemini-2.5-flash:countTokens")
+    assert call.headers["authorization"] == "Bearer ya29.tok"
+    assert (call.operation, call.count_field) == ("count_tokens", "totalTokens")
+    assert call.body == {
+        "contents": [{"role": "user", "parts": [{"text": "hello"}]}],
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "tools": [{"functionDeclarations": [{"name": "f"}]}],
+    }
+
+
 def test_embeddings_go_to_predict_and_count_tokens() -> None:
     call = GOOGLE.embeddings_request(
         base_url=base(),

@@ -188,6 +188,54 @@ def test_a_chat_request_is_translated_to_converse_and_signed(oai, upstream):
     }
 
 
+def test_identical_replies_have_their_own_ids(oai, upstream):
+    ids = {
+        oai.chat.completions.create(
+            model=f"br/{CLAUDE}", messages=[{"role": "user", "content": "same"}]
+        ).id
+        for _ in range(2)
+    }
+    assert len(ids) == 2
+    assert all(i.startswith("chatcmpl-") for i in ids)
+
+
+_IMAGES = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}},
+            {"type": "image_url", "image_url": {"url": "data:image/bmp;base64,Qk0="}},
+        ],
+    }
+]
+
+
+def test_images_bedrock_cannot_take_are_named_or_refused_under_strict(
+    bedrock, upstream
+):
+    answer = _chat(bedrock, model=f"br/{CLAUDE}", messages=_IMAGES)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == (
+        "messages[0].content[1],messages[0].content[2]"
+    )
+    assert upstream.requests()[-1]["body"]["messages"] == [
+        {"role": "user", "content": [{"text": "what is this?"}]}
+    ]
+    sent = len(upstream.requests())
+    refused = httpx.post(
+        f"{bedrock.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={"model": f"br/{CLAUDE}", "messages": _IMAGES},
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "unsupported_parameter"
+    assert error["param"] == "messages[0].content[1]"
+    assert len(upstream.requests()) == sent  # before any call
+
+
 def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
     stream = oai.chat.completions.create(
         model=f"br/{CLAUDE}",

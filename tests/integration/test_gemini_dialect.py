@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import struct
 
 import anthropic
 import httpx
@@ -162,7 +164,7 @@ def test_a_streamed_tool_call_round_trips_with_the_sdk_stream_helper(oai, upstre
     assert choice.finish_reason == "tool_calls"
     assert call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "Oslo"}
-    assert call.id == "call_0"
+    assert re.fullmatch(r"call_mock\d+_0", call.id)  # unique per reply (#14)
     sent = upstream.requests()[-1]["body"]
     assert sent["tools"] == [
         {
@@ -234,7 +236,7 @@ def test_thoughts_and_their_signature_survive_a_tool_turn(oai, upstream):
         "includeThoughts": True,
     }
     call = message.tool_calls[0]
-    assert call.id.startswith("call_0_ts_")
+    assert re.match(r"call_mock\d+_0_ts_", call.id)
     oai.chat.completions.create(
         model="gm/gthink",
         messages=[
@@ -416,6 +418,32 @@ def test_embeddings_go_to_batch_embed_contents(oai, upstream, gemini):
     assert row["endpoint"] == "embeddings"
     attempt = gemini.attempts_log(row["id"])[-1]
     assert attempt["result"] == "success"
+
+
+def test_embeddings_honour_base64_and_report_usage(gemini, upstream):
+    def embed(fmt: str) -> dict:
+        reply = httpx.post(
+            f"{gemini.url}/v1/embeddings",
+            headers={"Authorization": f"Bearer {KEY_ALL}"},
+            json={"model": "gm/gemb", "input": ["a", "b"], "encoding_format": fmt},
+            timeout=30,
+        )
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    floats = embed("float")
+    encoded = embed("base64")
+    for plain, packed in zip(floats["data"], encoded["data"], strict=True):
+        assert isinstance(packed["embedding"], str)
+        vector = struct.unpack("<8f", base64.b64decode(packed["embedding"]))
+        assert vector == pytest.approx(plain["embedding"], rel=1e-6)
+    # Gemini reports no usage: the reply carries the estimate the log holds
+    row = gemini.requests_log()[-1]
+    assert encoded["usage"] == {
+        "prompt_tokens": row["prompt_tokens"],
+        "total_tokens": row["prompt_tokens"],
+    }
+    assert encoded["usage"]["prompt_tokens"] > 0
 
 
 # --- failures -------------------------------------------------------------------------

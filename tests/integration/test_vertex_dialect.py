@@ -222,6 +222,26 @@ def test_a_messages_request_is_translated_for_a_gemini_model(claude_client, upst
     )
 
 
+def test_a_messages_count_for_a_gemini_model_asks_count_tokens(
+    claude_client, upstream, vertex
+):
+    from providers.mock_upstream.wire_gemini import count_of
+
+    counted = claude_client.messages.with_raw_response.count_tokens(
+        model=f"vx/{GEMINI}",
+        system="Be brief.",
+        messages=[{"role": "user", "content": "hello " * 50}],
+    )
+    assert "x-omniroute-token-count" not in counted.http_response.headers
+    sent = _calls(upstream)[-1]
+    assert sent["path"].endswith(f"/google/models/{GEMINI}:countTokens")
+    assert sent["headers"]["authorization"].startswith("Bearer ya29.mock-")
+    assert sent["body"]["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert "generationConfig" not in sent["body"]
+    assert counted.parse().input_tokens == count_of(sent["body"])
+    assert vertex.requests_log()[-1]["endpoint"] == "count_tokens"
+
+
 def test_embeddings_go_to_predict(oai, upstream, vertex):
     answer = oai.embeddings.create(model=f"vx/{EMBED}", input=["a", "bb"], dimensions=4)
     assert [len(item.embedding) for item in answer.data] == [4, 4]
