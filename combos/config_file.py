@@ -96,6 +96,22 @@ class _Loader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        """A value its tag cannot hold (an unquoted ``2024-02-30`` is a date that
+        does not exist, ``!!int x``) is a YAML error at its line, not a traceback."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError, TypeError, AttributeError) as exc:
+            shown = f"{node.value!r} " if isinstance(node.value, str) else ""
+            why = f": {exc}" if isinstance(exc, ValueError) else ""
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"the value {shown}is not a valid {str(node.tag).rpartition(':')[2]}"
+                f"{why} (quote it to keep it as text)",
+                node.start_mark,
+            ) from exc
+
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
