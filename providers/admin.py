@@ -29,6 +29,7 @@ from providers.admin_history import (
     connection_snapshot,
     provider_snapshot,
 )
+from providers.connection_recheck import stored_connection_problems
 from providers.health import board, connection_key, health_view, summarize
 from providers.models import Connection, Provider, ProviderModel
 from providers.presets import PRESETS
@@ -421,7 +422,25 @@ class ProviderForm(forms.ModelForm):
                 clash = clash.exclude(pk=self.instance.pk)
             if clash.exists():
                 self.add_error("slug", f"a provider '{clash[0].slug}' already exists")
+        kind = data.get("kind") or clean.get("kind")
+        if self.instance.pk and isinstance(kind, str) and not self.errors:
+            # its stored connections must suit the new kind and settings (#14)
+            for problem in stored_connection_problems(
+                self.instance,
+                kind=kind,
+                settings=self._settings(data.get("models_dev_id")),
+            ):
+                self.add_error(None, str(problem))
         return data
+
+    def _settings(self, catalog_id: str | None) -> dict[str, Any]:
+        """The stored settings with the form's ``models_dev_id``, as saved."""
+        settings = dict(self.instance.settings or {}) if self.instance.pk else {}
+        if catalog_id:
+            settings["models_dev_id"] = catalog_id
+        else:
+            settings.pop("models_dev_id", None)
+        return settings
 
     def save(self, commit: bool = True) -> Provider:
         provider: Provider = super().save(commit=False)
