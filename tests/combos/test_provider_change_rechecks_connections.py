@@ -149,7 +149,7 @@ def test_patching_a_groq_provider_into_vertex_is_refused_for_its_connection(
     assert body["connections[0].api_key"] == [
         "not a credential of kind 'vertex' (stored connection 'main')"
     ]
-    assert "connections[0].service_account_json" in body
+    assert body["error"]["param"] == "connections[0].api_key"
     groq.refresh_from_db()
     assert groq.kind == "openai"
 
