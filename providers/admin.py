@@ -136,13 +136,27 @@ class _ConnectionForm(forms.ModelForm):
         kind = provider.kind if isinstance(provider, Provider) else None
         secrets, settings = credential_fields(kind)
         given = {n: data[n] for n in secrets if data.get(n)}
+        # a connection moved to another provider keeps what it stores: checked
+        # against the new provider's kind, its api_key included (issue #14)
+        moved = bool(
+            self.instance.pk
+            and isinstance(provider, Provider)
+            and provider.pk != self.instance.provider_id
+        )
         if self.instance.pk and not data.get("clear_secrets"):
             # a stored field counts as given (its value is never shown)
             stored = {
                 *(self.instance.secret_refs or {}),
                 *self.instance.stored_secrets(),
             }
-            given = {**dict.fromkeys(stored & set(secrets), "***"), **given}
+            kept = stored if moved else stored & set(secrets)
+            given = {**dict.fromkeys(kept, "***"), **given}
+        keeps_key = (
+            moved
+            and self.instance.has_api_key
+            and not data.get("api_key")
+            and not data.get("clear_api_key")
+        )
         stored_settings = self.instance.settings if self.instance.pk else {}
         typed = {
             n: (
@@ -158,7 +172,7 @@ class _ConnectionForm(forms.ModelForm):
         validate_connection(
             {
                 "name": data.get("name"),
-                "api_key": data.get("api_key") or None,
+                "api_key": data.get("api_key") or ("***" if keeps_key else None),
                 "tier": data.get("tier"),
                 "default_model": data.get("default_model") or None,
                 "active": bool(data.get("active")),

@@ -260,3 +260,60 @@ def test_the_admin_refuses_a_kind_its_stored_connections_cannot_use(
     bedrock.refresh_from_db()
     assert bedrock.kind == "bedrock"
     assert config_version() == version
+
+
+def _connection_form(provider: Provider, **fields: str) -> dict[str, str]:
+    return {
+        "provider": str(provider.pk),
+        "name": "main",
+        "api_key": "",
+        "tier": "standard",
+        "default_model": "",
+        "active": "on",
+        "priority": "0",
+        "max_concurrency": "0",
+        "quota_remaining_percent": "",
+        "quota_reset_interval_seconds": "",
+        **fields,
+    }
+
+
+def test_the_admin_checks_a_moved_connection_s_stored_key_against_its_new_kind(
+    groq: Provider, superuser_client: Client
+) -> None:
+    made = post(
+        superuser_client,
+        "/api/providers",
+        {"slug": "vx", "kind": "vertex", "project": "proj-a", "region": "us-east5"},
+    )
+    assert made.status_code == 201, made.content
+    vertex = Provider.objects.get(slug="vx")
+    connection = Connection.objects.get(provider=groq)
+    url = reverse("admin:providers_connection_change", args=[connection.pk])
+
+    refused = superuser_client.post(url, _connection_form(vertex))
+
+    assert refused.status_code == 200  # the form again, with the problem
+    assert "not a credential of kind &#x27;vertex&#x27;" in refused.content.decode()
+    connection.refresh_from_db()
+    assert connection.provider_id == groq.pk
+
+    moved = superuser_client.post(url, _connection_form(vertex, clear_api_key="on"))
+
+    assert moved.status_code == 302
+    connection.refresh_from_db()
+    assert connection.provider_id == vertex.pk
+    assert not connection.has_api_key
+
+
+def test_the_admin_edits_a_connection_in_place_with_its_stored_key(
+    groq: Provider, superuser_client: Client
+) -> None:
+    connection = Connection.objects.get(provider=groq)
+    url = reverse("admin:providers_connection_change", args=[connection.pk])
+
+    saved = superuser_client.post(url, _connection_form(groq, priority="3"))
+
+    assert saved.status_code == 302
+    connection.refresh_from_db()
+    assert (connection.priority, connection.has_api_key) == (3, True)
