@@ -33,6 +33,7 @@ from combos.models import (
     SmartRoute,
 )
 from providers import services as provider_services
+from providers.connection_recheck import stored_connection_problems
 from providers.health import board, connection_key, health_view
 from providers.models import Connection, Provider, ProviderModel
 from providers.validation import (
@@ -242,6 +243,21 @@ def _checked(data: dict[str, Any], fn: Callable[..., dict[str, Any]]) -> dict[st
     return clean
 
 
+def _check_kept_connections(
+    provider: Provider, clean: dict[str, Any], *, nested: bool
+) -> None:
+    """The stored connections a provider keeps must suit its new kind and settings
+    (issue #14); those the body names are checked with it already."""
+    problems = stored_connection_problems(
+        provider,
+        kind=clean["kind"],
+        settings=clean["settings"],
+        skip={c["name"] for c in clean["connections"]} if nested else (),
+    )
+    if problems:
+        raise services.ConfigInvalid(problems)
+
+
 class ProviderViewSet(ConfigViewSet):
     model = Provider
 
@@ -265,6 +281,8 @@ class ProviderViewSet(ConfigViewSet):
             clash = clash.exclude(pk=instance.pk)
         if clash.exists():
             raise services.ConfigInvalid([Problem("slug", "already exists")])
+        if instance is not None:
+            _check_kept_connections(instance, clean, nested="connections" in data)
         old_url = instance.base_url if instance is not None else ""
         if clean["base_url"] != old_url:
             _require_secrets_permission(self.request, "a provider's base_url")
@@ -359,9 +377,12 @@ class ConnectionViewSet(ConfigViewSet):
             )
         if instance is not None:
             # a stored secret counts as given (its value is never shown), as in
-            # the admin: an update that leaves it out keeps it (spec 10 §3)
+            # the admin: an update that leaves it out keeps it (spec 10 §3); so
+            # does a stored api_key (checked against a new provider's kind, #14)
             for name in instance.secret_names():
                 data.setdefault(name, provider_services.MASKED)
+            if instance.has_api_key and data.get("api_key") is None:
+                data["api_key"] = provider_services.MASKED
         clean = _checked(
             data,
             functools.partial(

@@ -27,6 +27,8 @@ from combos.key_validation import (
     validate_smart_route,
 )
 from combos.settings_validation import validate_settings
+from providers.connection_recheck import stored_connection_problems
+from providers.models import Provider
 from providers.validation import (
     UNSTORABLE_MESSAGE,
     Checker,
@@ -96,6 +98,22 @@ class _Loader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        """A value its tag cannot hold (an unquoted ``2024-02-30`` is a date that
+        does not exist, ``!!int x``) is a YAML error at its line, not a traceback."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError, TypeError, AttributeError) as exc:
+            shown = f"{node.value!r} " if isinstance(node.value, str) else ""
+            why = f": {exc}" if isinstance(exc, ValueError) else ""
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"the value {shown}is not a valid {str(node.tag).rpartition(':')[2]}"
+                f"{why} (quote it to keep it as text)",
+                node.start_mark,
+            ) from exc
+
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
@@ -162,6 +180,31 @@ def _walk(items: list[Any], name: str, check: Checker, fn: Any) -> list[dict[str
     return out
 
 
+def _kept_connection_problems(
+    raw: Any, providers: list[dict[str, Any]]
+) -> list[Problem]:
+    """The stored connections a file's provider keeps without naming them, checked
+    against the kind and settings it gives that provider (issue #14)."""
+    if not isinstance(raw, list):
+        return []
+    positions = [i for i, item in enumerate(raw) if isinstance(item, dict)]
+    problems: list[Problem] = []
+    for position, item in zip(positions, providers, strict=False):
+        slug = item.get("slug")
+        if not isinstance(slug, str) or item.get("kind") is None:
+            continue
+        stored = Provider.objects.filter(slug__iexact=slug).first()
+        if stored is not None:
+            problems += stored_connection_problems(
+                stored,
+                kind=item["kind"],
+                settings=item["settings"],
+                base=f"providers[{position}]",
+                skip={c.get("name") for c in item["connections"]},
+            )
+    return problems
+
+
 def _index_for(
     data: dict[str, Any], providers: list[dict[str, Any]], prune: bool
 ) -> ConfigIndex:
@@ -208,6 +251,8 @@ def plan_import(text: str, *, prune: bool = False) -> ImportPlan:
     providers = _walk(
         _section(data, "providers", top), "providers", top, validate_provider
     )
+    if not prune:  # with prune the connections the file does not name go
+        top.problems += _kept_connection_problems(data.get("providers"), providers)
     index = _index_for(data, providers, prune)
     combos_raw = _section(data, "combos", top)
     for item in combos_raw:  # overlay every combo of the file before checking refs

@@ -29,6 +29,7 @@ from providers.admin_history import (
     connection_snapshot,
     provider_snapshot,
 )
+from providers.connection_recheck import stored_connection_problems
 from providers.health import board, connection_key, summarize
 from providers.models import Connection, Provider, ProviderModel
 from providers.presets import PRESETS
@@ -135,13 +136,27 @@ class _ConnectionForm(forms.ModelForm):
         kind = provider.kind if isinstance(provider, Provider) else None
         secrets, settings = credential_fields(kind)
         given = {n: data[n] for n in secrets if data.get(n)}
+        # a connection moved to another provider keeps what it stores: checked
+        # against the new provider's kind, its api_key included (issue #14)
+        moved = bool(
+            self.instance.pk
+            and isinstance(provider, Provider)
+            and provider.pk != self.instance.provider_id
+        )
         if self.instance.pk and not data.get("clear_secrets"):
             # a stored field counts as given (its value is never shown)
             stored = {
                 *(self.instance.secret_refs or {}),
                 *self.instance.stored_secrets(),
             }
-            given = {**dict.fromkeys(stored & set(secrets), "***"), **given}
+            kept = stored if moved else stored & set(secrets)
+            given = {**dict.fromkeys(kept, "***"), **given}
+        keeps_key = (
+            moved
+            and self.instance.has_api_key
+            and not data.get("api_key")
+            and not data.get("clear_api_key")
+        )
         stored_settings = self.instance.settings if self.instance.pk else {}
         typed = {
             n: (
@@ -157,7 +172,7 @@ class _ConnectionForm(forms.ModelForm):
         validate_connection(
             {
                 "name": data.get("name"),
-                "api_key": data.get("api_key") or None,
+                "api_key": data.get("api_key") or ("***" if keeps_key else None),
                 "tier": data.get("tier"),
                 "default_model": data.get("default_model") or None,
                 "active": bool(data.get("active")),
@@ -411,7 +426,25 @@ class ProviderForm(forms.ModelForm):
                 clash = clash.exclude(pk=self.instance.pk)
             if clash.exists():
                 self.add_error("slug", f"a provider '{clash[0].slug}' already exists")
+        kind = data.get("kind") or clean.get("kind")
+        if self.instance.pk and isinstance(kind, str) and not self.errors:
+            # its stored connections must suit the new kind and settings (#14)
+            for problem in stored_connection_problems(
+                self.instance,
+                kind=kind,
+                settings=self._settings(data.get("models_dev_id")),
+            ):
+                self.add_error(None, str(problem))
         return data
+
+    def _settings(self, catalog_id: str | None) -> dict[str, Any]:
+        """The stored settings with the form's ``models_dev_id``, as saved."""
+        settings = dict(self.instance.settings or {}) if self.instance.pk else {}
+        if catalog_id:
+            settings["models_dev_id"] = catalog_id
+        else:
+            settings.pop("models_dev_id", None)
+        return settings
 
     def save(self, commit: bool = True) -> Provider:
         provider: Provider = super().save(commit=False)
