@@ -260,6 +260,46 @@ def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
     _assert_signed(sent)
 
 
+def _sse_ids(gateway, path: str, body: dict) -> list[str | None]:
+    """The ``id`` of every JSON chunk of a stream (``[DONE]`` aside)."""
+    ids = []
+    with httpx.stream(
+        "POST",
+        f"{gateway.url}{path}",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={**body, "stream": True},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                ids.append(json.loads(line[len("data: ") :]).get("id"))
+    return ids
+
+
+def test_every_converse_stream_chunk_carries_the_request_s_id(oai, bedrock, upstream):
+    chunk_ids = {
+        chunk.id
+        for chunk in oai.chat.completions.create(
+            model=f"br/{CLAUDE}",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+        )
+    }
+    assert len(chunk_ids) == 1
+    (only,) = chunk_ids
+    assert only is not None
+    assert only.startswith("chatcmpl-")
+    assert len(only) > len("chatcmpl-")
+    legacy = _sse_ids(
+        bedrock, "/v1/completions", {"model": f"br/{CLAUDE}", "prompt": "hi"}
+    )
+    assert len(legacy) > 1
+    assert len(set(legacy)) == 1
+    assert legacy[0].startswith("cmpl-")
+    assert len(legacy[0]) > len("cmpl-")
+
+
 def test_a_streamed_tool_call_round_trips_with_the_sdk_stream_helper(oai, upstream):
     upstream.add(
         CLAUDE, tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]
