@@ -34,7 +34,11 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
    parameters, an empty object schema when none); ``tool_choice`` ``auto`` ->
    ``{"auto": {}}``, ``required`` -> ``{"any": {}}``, a named function ->
    ``{"tool": {"name"}}``, ``none`` -> no ``toolChoice`` (Bedrock has no "none" and
-   needs ``toolConfig`` whenever the turns hold tool blocks).
+   needs ``toolConfig`` whenever the turns hold tool blocks).  A request with tool
+   blocks in its turns and no ``tools`` still gets a ``toolConfig``: one tool per
+   name called in the history (an empty object schema, a description saying it is
+   not offered for new calls), since Bedrock refuses tool blocks without one and
+   turning the history into text would lose which result answers which call.
 5. ``inferenceConfig``: ``maxTokens`` (``max_completion_tokens``, else
    ``max_tokens``), ``temperature``, ``topP``, ``stopSequences`` (``stop``);
    ``top_k`` goes in ``additionalModelRequestFields`` (the name Anthropic's and
@@ -509,6 +513,37 @@ def _tool_config(tools: Any, choice: Any) -> JSON | None:
     return config
 
 
+#: what a tool declared only for the calls in the history says of itself
+HISTORY_TOOL_DESCRIPTION = (
+    "Called earlier in this conversation; not offered for new calls."
+)
+
+
+def _history_tool_config(turns: list[JSON]) -> JSON | None:
+    """A ``toolConfig`` for a request that declares no tools but whose turns hold
+    tool blocks (Bedrock refuses those turns without one): the names of the calls
+    in the history, each with an empty object schema."""
+    names = [
+        block["toolUse"]["name"]
+        for turn in turns
+        for block in turn["content"]
+        if "toolUse" in block
+    ]
+    if not names:  # results with no call: Bedrock refuses those whatever is sent
+        return None
+    specs = [
+        {
+            "toolSpec": {
+                "name": name,
+                "description": HISTORY_TOOL_DESCRIPTION,
+                "inputSchema": {"json": {"type": "object", "properties": {}}},
+            }
+        }
+        for name in dict.fromkeys(names)
+    ]
+    return {"tools": specs}
+
+
 def inference_config(body: JSON) -> JSON:
     config: JSON = {}
     for key in ("max_completion_tokens", "max_tokens"):
@@ -539,6 +574,8 @@ def converse_body(body: JSON) -> JSON:
     if config:
         out["inferenceConfig"] = config
     tool_config = _tool_config(body.get("tools"), body.get("tool_choice"))
+    if tool_config is None:
+        tool_config = _history_tool_config(messages)
     if tool_config is not None:
         out["toolConfig"] = tool_config
     if _number(body.get("top_k")):

@@ -25,6 +25,10 @@ which the mock recomputes with botocore from the secret of the access key id
 ``MissingAuthenticationTokenException``, a date more than 15 minutes off a 403
 ``InvalidSignatureException`` too.
 
+A Converse request is refused as Bedrock refuses it (400 ``ValidationException``)
+when its turns hold ``toolUse`` or ``toolResult`` blocks and it has no
+``toolConfig``.
+
 Errors are Bedrock's: the exception name in the ``x-amzn-errortype`` header and
 ``{"message": ...}`` as the body; a forced status names the exception Bedrock sends
 with it (429 ``ThrottlingException``, 503 ``ServiceUnavailableException``, ...),
@@ -474,8 +478,41 @@ def answer(
         )
         message = "Malformed input request: #/inputText: expected type: String"
         return error_reply(400, "ValidationException", message, record=record)
+    problem = converse_problem(body) if wire is CONVERSE else None
+    if problem is not None:
+        record = state.log.start(
+            path=path, model=model, headers=headers, body=None, is_stream=is_stream
+        )
+        return error_reply(400, "ValidationException", problem, record=record)
     reply = complete(state, wire, path, headers, body, model=model, is_stream=is_stream)
     return _bedrock_shaped(reply)
+
+
+def _blocks(request: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    messages = request.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict):
+                yield block
+
+
+def converse_problem(body: bytes) -> str | None:
+    """What Bedrock's Converse refuses of a request (a ``ValidationException``):
+    tool blocks without a ``toolConfig``."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return "Malformed request body"
+    if not isinstance(request, dict):
+        return "Malformed request body"
+    tool_blocks = any("toolUse" in b or "toolResult" in b for b in _blocks(request))
+    if tool_blocks and "toolConfig" not in request:
+        return (
+            "The toolConfig field must be defined when using toolUse and "
+            "toolResult content blocks."
+        )
+    return None
 
 
 def _bad_titan(model: str, body: bytes) -> bool:

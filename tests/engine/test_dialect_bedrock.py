@@ -887,3 +887,53 @@ def test_a_cache_control_marker_becomes_a_cache_point():
         {"cachePoint": {"type": "default"}},
         {"text": "q"},
     ]
+
+
+def _history(call_id: str = "tooluse_1") -> list[dict]:
+    return [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny"},
+        {"role": "user", "content": "and now?"},
+    ]
+
+
+def test_tool_history_without_tools_declares_the_tools_it_called():
+    sent = _build({"messages": _history()}).body
+    assert sent["toolConfig"] == {
+        "tools": [
+            {
+                "toolSpec": {
+                    "name": "get_weather",
+                    "description": (
+                        "Called earlier in this conversation; not offered for new "
+                        "calls."
+                    ),
+                    "inputSchema": {"json": {"type": "object", "properties": {}}},
+                }
+            }
+        ]
+    }
+    assert sent["messages"][1]["content"][0]["toolUse"]["name"] == "get_weather"
+
+
+def test_the_mock_refuses_tool_blocks_without_a_tool_config_as_bedrock_does():
+    from providers.mock_upstream.wire_bedrock import converse_problem
+
+    sent = _build({"messages": _history()}).body
+    assert converse_problem(json.dumps(sent).encode()) is None
+    del sent["toolConfig"]
+    assert converse_problem(json.dumps(sent).encode()) == (
+        "The toolConfig field must be defined when using toolUse and toolResult "
+        "content blocks."
+    )

@@ -505,6 +505,14 @@ def test_titan_embeddings_go_to_invoke(oai, upstream, bedrock):
     row = bedrock.requests_log()[-1]
     assert row["endpoint"] == "embeddings"
     assert row["usage_source"] == "upstream"
+    raw = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={"model": "br/amazon.titan-embed-text-v2:0", "input": "hello"},
+        timeout=30,
+    ).json()
+    assert "id" not in raw  # OpenAI's embeddings list has none
+    assert raw["object"] == "list"
 
 
 def test_titan_refuses_several_inputs_as_bedrock_does(bedrock, upstream):
@@ -702,4 +710,50 @@ def test_the_mock_refuses_an_unsigned_request(mock, bedrock):
     assert response.status_code == 403
     assert response.headers["x-amzn-errortype"].startswith(
         "MissingAuthenticationTokenException"
+    )
+
+
+def test_a_tool_history_without_tools_is_accepted_by_the_converse_wire(
+    bedrock, upstream
+):
+    """Bedrock refuses tool blocks without a toolConfig (the mock too): the
+    dialect declares the tools the history called."""
+    call = {
+        "id": "tooluse_hist_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    response = _chat(
+        bedrock,
+        model=f"br/{CLAUDE}",
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "tooluse_hist_1", "content": "sunny"},
+            {"role": "user", "content": "thanks, summarise"},
+        ],
+    )
+    assert response.status_code == 200, response.text
+    sent = upstream.requests()[-1]["body"]
+    assert [t["toolSpec"]["name"] for t in sent["toolConfig"]["tools"]] == [
+        "get_weather"
+    ]
+    url = f"{_root(upstream)}{CLAUDE_PATH}/converse"
+    body = json.dumps({k: v for k, v in sent.items() if k != "toolConfig"}).encode()
+    headers = {"content-type": "application/json"}
+    headers |= _signed(url, headers, body)
+    refused = httpx.post(url, content=body, headers=headers, timeout=10)
+    assert refused.status_code == 400
+    assert refused.headers["x-amzn-errortype"].startswith("ValidationException")
+    assert "toolConfig field must be defined" in refused.json()["message"]
+
+
+def _signed(url: str, headers: dict, body: bytes) -> dict:
+    return sign_request(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=body,
+        now=time.time(),
+        key=AwsKey("us-east-1", TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY),
     )
