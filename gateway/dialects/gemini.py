@@ -93,6 +93,9 @@ Errors: ``{"error": {"code", "message", "status"}}`` -> ``UpstreamError`` with t
 ``status`` as ``code`` and an OpenAI-style ``type`` (``RESOURCE_EXHAUSTED`` ->
 ``rate_limit_error``, ...), so ``kernel.errors`` classifies it as spec 10 §1 says;
 Gemini sends the matching HTTP status (429, 503, 500, 400, 401, 403, 404) as well.
+A ``google.rpc.RetryInfo`` detail's ``retryDelay`` (``"120s"``) is the error's
+``retry_after_s``: Gemini and Vertex send it on a 429 without a ``Retry-After``
+header, and the cooldown reads it as one (spec 03 §8.2, amended).
 
 Counting (``/v1/messages/count_tokens``, spec 09 §4.5): the canonical body becomes a
 ``:countTokens`` request whose ``generateContentRequest`` is the translated request
@@ -880,6 +883,23 @@ def _reason(error: JSON) -> str | None:
     return None
 
 
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)s")
+
+
+def retry_delay(error: JSON) -> float | None:
+    """Seconds of the ``google.rpc.RetryInfo`` among the error's ``details``
+    (``retryDelay``, a protobuf Duration such as ``"120s"`` or ``"1.5s"``)."""
+    for detail in error.get("details") or ():
+        detail = _dict(detail)
+        if detail.get("@type") != _RETRY_INFO:
+            continue
+        found = _DURATION.fullmatch(str(detail.get("retryDelay") or "").strip())
+        if found is not None:
+            return float(found.group(1))
+    return None
+
+
 def error_from_payload(payload: Any, text: str) -> UpstreamError:
     """``{"error": {"code", "message", "status"}}`` (or a list of one) ->
     ``UpstreamError`` with the ``status`` as ``code``."""
@@ -897,6 +917,7 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
             message=str(error.get("message") or "") or text[:ERROR_TEXT_MAX_CHARS],
             code=status,
             type=_ERROR_TYPES.get(status or ""),
+            retry_after_s=retry_delay(error),
         )
     return UpstreamError(message=text[:ERROR_TEXT_MAX_CHARS])
 

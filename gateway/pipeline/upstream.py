@@ -195,7 +195,16 @@ def _fail_status(
     except ValueError:
         valid_ms = False
     result.retry_after = f"ms:{retry_ms}" if valid_ms else headers.get("retry-after")
+    if result.retry_after is None:
+        result.retry_after = _body_retry_after(result.error)
     return result
+
+
+def _body_retry_after(error: UpstreamError | None) -> str | None:
+    """The delay an error's body asks for (Google's ``RetryInfo``), in the
+    ``ms:`` form ``Retry-After-Ms`` takes (spec 03 §8.2, amended)."""
+    delay = error.retry_after_s if error is not None else None
+    return f"ms:{round(delay * 1000)}" if delay is not None else None
 
 
 async def call_json(
@@ -476,6 +485,7 @@ async def open_stream(
     except StreamErrorEvent as exc:
         result.error = exc.error
         result.failure = classify_stream_error(exc.error)
+        result.retry_after = _body_retry_after(exc.error)
     except BadUpstreamResponse as exc:
         result.failure = bad_response()
         result.error = UpstreamError(message=str(exc))

@@ -9,6 +9,8 @@ import base64
 import json
 import re
 import struct
+import time
+from datetime import datetime
 
 import anthropic
 import httpx
@@ -459,6 +461,33 @@ def test_resource_exhausted_cools_the_connection(gemini, upstream):
     assert again.status_code == 503
     assert again.json()["error"]["attempts"][0]["reason"] == "cooldown"
     assert len(upstream.requests()) == 1
+
+
+def test_a_retry_info_delay_sets_the_cooldown_like_retry_after(gemini, upstream):
+    """No Retry-After header, the delay in the body's RetryInfo (spec 03 §8.2,
+    amended): the cooldown lasts 120 s, not the 30 s default."""
+    upstream.add(
+        "g1",
+        status=429,
+        times=1,
+        error_body={
+            "error": {
+                "code": 429,
+                "message": "Quota exceeded",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                        "retryDelay": "120s",
+                    }
+                ],
+            }
+        },
+    )
+    before = time.time()
+    assert _chat(gemini, model="gm/g1").status_code == 429
+    until = datetime.fromisoformat(_health(gemini, "gm")["cooldown_until"])
+    assert before + 110 < until.timestamp() < time.time() + 130
 
 
 def test_the_mock_answers_a_429_with_resource_exhausted(gemini, mock, upstream):
