@@ -575,6 +575,23 @@ async def ready_auth(target: Target) -> Auth | None:
     return await credential_sources.ready(auth, target.provider.outbound)
 
 
+#: the statuses that say a minted credential is no longer taken (spec 03 §8.3)
+_REFUSED = frozenset({401, 403})
+
+
+def drop_refused(target: Target, auth: Auth | None, outcome: object) -> None:
+    """A minted credential the upstream refused leaves the cache (the attempt still
+    counts as an auth failure; docs/decisions.md)."""
+    if (
+        isinstance(outcome, AttemptResult)
+        and outcome.http_status in _REFUSED
+        and auth is not None
+        and target.connection.auth is not None
+        and auth is not target.connection.auth
+    ):
+        credential_sources.refused(target.connection.auth, auth)
+
+
 def credential_failure(
     result: AttemptResult, exc: credential_sources.CredentialUnavailable
 ) -> AttemptResult:
