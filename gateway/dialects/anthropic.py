@@ -64,6 +64,7 @@ from gateway.dialects.base import (
     sse_decoder,
 )
 from gateway.dialects.openai import model_ids
+from gateway.dialects.tool_ids import ANTHROPIC_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
@@ -324,7 +325,10 @@ def _thinking(upstream: JSON, effort: Any) -> None:
 
 def build_messages_body(body: JSON, *, model: str, stream: bool) -> JSON:
     """An OpenAI chat request -> an Anthropic Messages request (a new dict)."""
-    system, messages = _translate_messages(body.get("messages"))
+    # ids another upstream made may break Anthropic's pattern (tool_ids)
+    system, messages = _translate_messages(
+        fit_messages(body.get("messages"), ANTHROPIC_IDS)
+    )
     upstream: JSON = {"model": model, "messages": messages}
     if system:
         upstream["system"] = _render_system(system)

@@ -102,6 +102,7 @@ from gateway.dialects.base import (
     StreamErrorEvent,
     UpstreamCall,
 )
+from gateway.dialects.tool_ids import BEDROCK_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import SSEEvent
 from gateway.kernel.text import text_of
@@ -566,7 +567,9 @@ def inference_config(body: JSON) -> JSON:
 
 def converse_body(body: JSON) -> JSON:
     """A canonical chat request -> a ``ConverseRequest`` body (a new dict)."""
-    system, messages = converse_messages(body.get("messages"))
+    system, messages = converse_messages(
+        fit_messages(body.get("messages"), BEDROCK_IDS)
+    )
     out: JSON = {"messages": messages}
     if system:
         out["system"] = system

@@ -25,6 +25,7 @@ from gateway.dialects.base import (
     endpoint_url,
     sse_decoder,
 )
+from gateway.dialects.tool_ids import OPENAI_IDS, fit_body
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
@@ -156,7 +157,8 @@ class OpenAIDialect:
         stream: bool,
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        upstream = dict(body)
+        # ids another upstream made (Gemini's carry a signature) may be too long
+        upstream = dict(fit_body(body, OPENAI_IDS))
         upstream["model"] = model
         if stream:
             options = upstream.get("stream_options")

@@ -37,6 +37,7 @@ from gateway.dialects.base import (
     endpoint_url,
 )
 from gateway.dialects.openai import OpenAIDialect, error_from_payload
+from gateway.dialects.tool_ids import OPENAI_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
@@ -226,7 +227,8 @@ def _text_format(value: Any) -> JSON | None:
 
 def responses_body(body: JSON, *, model: str, stream: bool) -> JSON:
     """The Responses request for the canonical chat ``body`` aimed at ``model``."""
-    instructions, items = input_of(list(body.get("messages") or ()))
+    messages = fit_messages(list(body.get("messages") or ()), OPENAI_IDS)
+    instructions, items = input_of(messages)
     out: JSON = {"model": model, "input": items, "store": False}
     if instructions:
         out["instructions"] = instructions

@@ -27,7 +27,7 @@ which the mock recomputes with botocore from the secret of the access key id
 
 A Converse request is refused as Bedrock refuses it (400 ``ValidationException``)
 when its turns hold ``toolUse`` or ``toolResult`` blocks and it has no
-``toolConfig``.
+``toolConfig``, or a ``toolUseId`` that is not 1-64 of ``[a-zA-Z0-9_-]``.
 
 Errors are Bedrock's: the exception name in the ``x-amzn-errortype`` header and
 ``{"message": ...}`` as the body; a forced status names the exception Bedrock sends
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import calendar
 import hmac
+import re
 import struct
 import time
 import zlib
@@ -59,6 +60,8 @@ from providers.mock_upstream.reply import (
 from providers.mock_upstream.wire import EMBEDDING_DIMENSIONS, _vector, _Wire
 
 MODEL_PREFIX = "/model/"
+#: what Bedrock takes as a ``toolUseId``
+TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 FOUNDATION_MODELS = "/foundation-models"
 INFERENCE_PROFILES = "/inference-profiles"
 EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
@@ -506,6 +509,17 @@ def converse_problem(body: bytes) -> str | None:
         return "Malformed request body"
     if not isinstance(request, dict):
         return "Malformed request body"
+    for block in _blocks(request):
+        use = block.get("toolUse") or block.get("toolResult")
+        ident = use.get("toolUseId") if isinstance(use, dict) else None
+        if ident is not None and not (
+            isinstance(ident, str) and TOOL_USE_ID.fullmatch(ident)
+        ):
+            return (
+                f"1 validation error detected: Value '{ident}' at 'toolUseId' failed "
+                "to satisfy constraint: Member must have length less than or equal "
+                "to 64 and satisfy regular expression pattern: [a-zA-Z0-9_-]+"
+            )
     tool_blocks = any("toolUse" in b or "toolResult" in b for b in _blocks(request))
     if tool_blocks and "toolConfig" not in request:
         return (

@@ -252,6 +252,43 @@ def test_thoughts_and_their_signature_survive_a_tool_turn(oai, upstream):
     assert base64.b64decode(part["thoughtSignature"]).startswith(b"sig-mock-")
 
 
+def test_a_conversation_with_signed_ids_fails_over_to_an_openai_upstream(
+    gemini, mock, upstream
+):
+    """A real Gemini signature makes ids of hundreds of characters; OpenAI (and the
+    mock) refuse ids over 40, so the OpenAI dialect sends a short digest, the same
+    for the call and its result (#14)."""
+    signed = "call_r1_0_ts_" + base64.urlsafe_b64encode(bytes(600)).decode()
+    call = {
+        "id": signed,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": "{}"},
+    }
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": signed, "content": "rain"},
+    ]
+    refused = httpx.post(
+        f"{mock.url}/chat/completions",
+        json={"model": "gfb", "messages": messages},
+        timeout=10,
+    )
+    assert refused.status_code == 400
+    assert "string too long" in refused.json()["error"]["message"]
+    upstream.reset()
+    upstream.add("g1", status=503, times=1)
+    answer = _chat(gemini, models=["gm/g1", "gmb/gfb"], messages=messages)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == "gmb/gfb"
+    sent = upstream.requests()[-1]["body"]["messages"]
+    short = sent[1]["tool_calls"][0]["id"]
+    assert len(short) <= 40
+    assert sent[2]["tool_call_id"] == short
+    gemini_sent = upstream.requests()[0]["body"]["contents"][1]["parts"][0]
+    assert base64.b64decode(gemini_sent["thoughtSignature"]) == bytes(600)
+
+
 def test_usage_reaches_the_bill_with_cached_and_thought_tokens(gemini, upstream):
     upstream.add(
         "g1",
