@@ -179,11 +179,15 @@ def _turn(message: JSON) -> tuple[str, list[JSON]] | None:
     """A non-system OpenAI message -> (Anthropic role, blocks), None when unknown."""
     role = message.get("role")
     if role == "tool":
-        result = {
+        text = text_of(message.get("content"), "\n\n")
+        result: JSON = {
             "type": "tool_result",
             "tool_use_id": str(message.get("tool_call_id") or ""),
-            "content": text_of(message.get("content"), "\n\n"),
+            "content": text,
         }
+        if message.get("is_error") is True:  # a Messages client's failed result
+            result["is_error"] = True
+            result["content"] = "" if text == "Error" else text.removeprefix("Error: ")
         return "user", [result]
     if role == "assistant":
         blocks = _content_blocks(message.get("content"))

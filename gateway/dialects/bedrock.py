@@ -24,7 +24,9 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
    §2.6); an assistant's ``tool_calls`` as ``toolUse``
    blocks (arguments that are not a JSON object become ``{}``); a ``tool`` message
    as a ``toolResult`` block in a user turn (its text; ``{"json": {}}`` when empty,
-   since Bedrock refuses an empty text).  A part with a ``cache_control`` marker
+   since Bedrock refuses an empty text; a message flagged ``is_error``, a Messages
+   client's failed ``tool_result``, gets ``status: "error"`` and its text without
+   the ``Error:`` prefix the flag repeats).  A part with a ``cache_control`` marker
    is followed by a ``cachePoint`` block (in ``system`` too): the prompt up to it
    is cached.
 3. Consecutive turns of one role are merged (Bedrock requires alternation); empty
@@ -440,14 +442,23 @@ def _assistant_blocks(message: JSON) -> list[JSON]:
     return blocks
 
 
+#: what a failed tool result's text starts with in the canonical form (the
+#: Messages wire's ``is_error``, which the message's ``is_error`` flag repeats)
+ERROR_PREFIX = "Error: "
+
+
 def _tool_result(message: JSON) -> JSON:
     text = text_of(message.get("content"), "\n\n")
-    return {
-        "toolResult": {
-            "toolUseId": str(message.get("tool_call_id") or ""),
-            "content": [{"text": text}] if text else [{"json": {}}],
-        }
+    failed = message.get("is_error") is True
+    if failed:  # the status says it; the text is the tool's own
+        text = "" if text == "Error" else text.removeprefix(ERROR_PREFIX)
+    result: JSON = {
+        "toolUseId": str(message.get("tool_call_id") or ""),
+        "content": [{"text": text}] if text else [{"json": {}}],
     }
+    if failed:
+        result["status"] = "error"
+    return {"toolResult": result}
 
 
 def converse_messages(messages: Any) -> tuple[list[JSON], list[JSON]]:

@@ -72,12 +72,47 @@ class Carried:
     has ``capability`` (spec 09 §2.6: ``thinking`` to a model without reasoning);
     elsewhere it is left out of that attempt and ``path`` (the client's name) is
     named.  ``own``: the client sent the field itself on its own wire, so a model of
-    unknown capabilities on a dialect that takes the field natively gets it."""
+    unknown capabilities on a dialect that takes the field natively gets it.
+
+    ``dialects``: when given, the target's dialect decides instead of its model:
+    the field goes only to a dialect named there (``kind/wire``, as ``bedrock/chat``).
+    ``nested``: the field is a key of the messages' parts or of the messages
+    themselves (a part's ``cache_control``, a tool message's ``is_error``), removed
+    wherever it sits (``without_nested``).  An empty ``path`` is never named (the
+    field only refines what the body already says)."""
 
     path: str
     field: str
     capability: str = "reasoning"
     own: bool = False
+    dialects: frozenset[str] | None = None
+    nested: bool = False
+
+
+def without_nested(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """``body`` without ``name`` on its messages and their content parts (a new
+    body; the messages and parts that held it are copies, the rest shared)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    out = []
+    for message in messages:
+        if isinstance(message, dict):
+            if name in message:
+                message = {k: v for k, v in message.items() if k != name}
+            content = message.get("content")
+            if isinstance(content, list) and any(
+                isinstance(p, dict) and name in p for p in content
+            ):
+                parts = [
+                    {k: v for k, v in p.items() if k != name}
+                    if isinstance(p, dict)
+                    else p
+                    for p in content
+                ]
+                message = {**message, "content": parts}
+        out.append(message)
+    return {**body, "messages": out}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -67,7 +67,11 @@ def _carried(table: RoutingTable, chain: Sequence[Slot], surface: str) -> bool:
 def carries(target: Target, carried: Carried) -> bool:
     """``target``'s model takes ``carried``: it is known to have the capability, or
     its capabilities are unknown, the client sent the field on its own wire, and the
-    dialect takes the field as it is (``reasoning_effort``)."""
+    dialect takes the field as it is (``reasoning_effort``); a field bound to
+    dialects (``Carried.dialects``): the target's dialect is one of them."""
+    if carried.dialects is not None:
+        dialect = dialect_of(target)
+        return f"{dialect.kind}/{dialect.wire}" in carried.dialects
     capabilities = target.model.capabilities
     if capabilities is not None:
         return carried.capability in capabilities
@@ -81,7 +85,9 @@ def _left_out(
     the first element of the body some candidate's dialect cannot carry."""
     targets = [t for slot in chain for t in plan_targets(table, slot, [])]
     for carried in request.conditional:
-        if carried.field not in request.body:
+        if not carried.path or (
+            not carried.nested and carried.field not in request.body
+        ):
             continue
         for target in targets:
             through = (

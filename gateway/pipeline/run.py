@@ -27,7 +27,7 @@ from gateway.auto.engine.effort import apply_effort
 from gateway.auto.live import Controls, auto_route, plan_auto, read_controls
 from gateway.dialects import dialect_of, unsent
 from gateway.kernel.chain import Options, Slot, effective_options, plan_targets
-from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.kernel.exchange import ChatRequest, RequestError, without_nested
 from gateway.kernel.facts import Need, cache_key, needed_tokens, needs
 from gateway.kernel.failover import Item, should_continue
 from gateway.kernel.relay import with_handoff
@@ -183,9 +183,19 @@ class Run:
 
     def _carried(self, body: dict[str, Any], target: Target) -> dict[str, Any]:
         left: list[str] = []
+        stripped: set[str] = set()
         for carried in self.request.conditional:
-            if carried.field in body and not carries(target, carried):
+            if carried.nested:
+                if carries(target, carried):
+                    continue
+                if carried.field not in stripped:
+                    stripped.add(carried.field)
+                    body = without_nested(body, carried.field)
+            elif carried.field in body and not carries(target, carried):
                 body = {k: v for k, v in body.items() if k != carried.field}
+            else:
+                continue
+            if carried.path:
                 left.append(carried.path)
         if left:
             self.rec.attempt_dropped[target.key] = tuple(left)

@@ -937,3 +937,16 @@ def test_the_mock_refuses_tool_blocks_without_a_tool_config_as_bedrock_does():
         "The toolConfig field must be defined when using toolUse and toolResult "
         "content blocks."
     )
+
+
+def test_a_failed_tool_result_gets_the_error_status():
+    messages = _history()
+    messages[2] = {**messages[2], "content": "Error: offline", "is_error": True}
+    sent = _build({"messages": messages}).body
+    assert sent["messages"][2]["content"][0] == {
+        "toolResult": {
+            "toolUseId": "tooluse_1",
+            "content": [{"text": "offline"}],
+            "status": "error",
+        }
+    }

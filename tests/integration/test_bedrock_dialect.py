@@ -433,6 +433,77 @@ def test_a_messages_request_is_translated_to_converse(bedrock, upstream):
     assert sent["body"]["inferenceConfig"]["maxTokens"] == 64
 
 
+def test_messages_caching_top_k_and_a_failed_tool_result_reach_converse(
+    bedrock, upstream
+):
+    """#14: what a chat client gets on Bedrock, a Messages client gets too."""
+    marker = {"type": "ephemeral"}
+    client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model=f"br/{CLAUDE}",
+        max_tokens=64,
+        system=[{"type": "text", "text": "Long rules.", "cache_control": marker}],
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "weather?", "cache_control": marker}
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "get_weather",
+                        "input": {"city": "Oslo"},
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01",
+                        "content": "station offline",
+                        "is_error": True,
+                    }
+                ],
+            },
+        ],
+        tools=[
+            {
+                "name": "get_weather",
+                "input_schema": WEATHER["function"]["parameters"],
+            }
+        ],
+        extra_body={"top_k": 5},
+    )
+    assert raw.parse().content[0].text == f"Hello from mock {CLAUDE}."
+    assert "x-omniroute-dropped" not in raw.headers
+    sent = upstream.requests()[-1]["body"]
+    assert sent["system"] == [
+        {"text": "Long rules."},
+        {"cachePoint": {"type": "default"}},
+    ]
+    assert sent["messages"][0]["content"] == [
+        {"text": "weather?"},
+        {"cachePoint": {"type": "default"}},
+    ]
+    assert sent["messages"][2]["content"] == [
+        {
+            "toolResult": {
+                "toolUseId": "toolu_01",
+                "content": [{"text": "station offline"}],
+                "status": "error",
+            }
+        }
+    ]
+    assert sent["additionalModelRequestFields"] == {"top_k": 5}
+
+
 def test_a_converse_stream_arrives_as_a_messages_stream(bedrock, upstream):
     """Spec 10 §6 example 2."""
     client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)

@@ -339,6 +339,31 @@ def test_a_messages_request_is_translated_to_gemini(gemini, upstream):
     assert sent["body"]["generationConfig"]["maxOutputTokens"] == 64
 
 
+def test_a_messages_top_k_reaches_gemini_and_its_cache_marker_is_named(
+    gemini, upstream
+):
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="gm/g1",
+        max_tokens=64,
+        system=[
+            {
+                "type": "text",
+                "text": "Be brief.",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
+        messages=[{"role": "user", "content": "hello"}],
+        extra_body={"top_k": 5},
+    )
+    assert raw.parse().content[0].text == "Hello from mock g1."
+    # Gemini has no prompt-cache marker: only that is left out
+    assert raw.headers["x-omniroute-dropped"] == "system[0].cache_control"
+    sent = upstream.requests()[-1]["body"]
+    assert sent["generationConfig"]["topK"] == 5
+    assert "cache_control" not in json.dumps(sent)
+
+
 def test_a_streamed_messages_tool_call_comes_from_gemini(gemini, upstream):
     upstream.add(
         "g1", tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]
