@@ -360,7 +360,7 @@ def test_resource_exhausted_cools_the_connection(vertex, upstream):
 
 
 def test_a_revoked_token_is_unauthenticated_and_disables_the_connection(
-    vertex, upstream
+    vertex, upstream, accounts
 ):
     assert _chat(vertex, model=f"vxrevoked/{GEMINI}").status_code == 200
     token = _calls(upstream)[-1]["headers"]["authorization"].split()[1]
@@ -374,6 +374,15 @@ def test_a_revoked_token_is_unauthenticated_and_disables_the_connection(
         401,
     )
     assert _health(vertex, "vxrevoked")["auth_disabled_until"] is not None
+    # the refused token left the cache (#14): after a reset the next call mints anew
+    # instead of resending it until its own expiry
+    minted = len(_mints(upstream, accounts["revoked"]))
+    vertex.reset_health()
+    again = _chat(vertex, model=f"vxrevoked/{GEMINI}")
+    assert again.status_code == 200, again.text
+    assert len(_mints(upstream, accounts["revoked"])) == minted + 1
+    sent = _calls(upstream)[-1]["headers"]["authorization"].split()[1]
+    assert sent != token
 
 
 def test_a_key_the_token_endpoint_refuses_disables_the_connection(
