@@ -23,6 +23,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -410,6 +411,17 @@ def thinking_effort(thinking: Any) -> str | None:
     return "high"
 
 
+#: canonical fields this wire spells otherwise: how a path a translated attempt
+#: leaves out is named to the client (09 §2.6)
+NAMES = MappingProxyType(
+    {
+        "stop": "stop_sequences",
+        "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+        "reasoning_effort": "thinking",
+        "user": "metadata.user_id",
+    }
+)
+
 #: the client's headers an Anthropic upstream gets on a passthrough (spec 09 §2.5)
 FORWARDED = ("anthropic-version", "anthropic-beta")
 
@@ -427,6 +439,7 @@ def parse_messages_request(
         request,
         dropped=tuple(dropped),
         conditional=(THINKING,) if "reasoning_effort" in chat else (),
+        renamed=NAMES,
         surface="messages",
         original=own,
         forward=tuple((h, headers[h]) for h in FORWARDED if h in headers),

@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -472,6 +473,7 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
         request,
         dropped=tuple(dropped),
         conditional=(EFFORT,) if "reasoning_effort" in chat else (),
+        renamed=NAMES,
         surface="responses",
         original=own,
     )
@@ -479,6 +481,15 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
 
 #: ``reasoning.effort``, carried to a model that reasons (09 §2.6)
 EFFORT = Carried("reasoning.effort", "reasoning_effort")
+#: canonical fields this wire spells otherwise: how a path a translated attempt
+#: leaves out is named to the client (09 §2.6)
+NAMES = MappingProxyType(
+    {
+        "response_format": "text.format",
+        "reasoning_effort": "reasoning.effort",
+        "max_tokens": "max_output_tokens",
+    }
+)
 
 
 # --- canonical -> bytes ---------------------------------------------------------------

@@ -7,8 +7,9 @@
 * ``X-OmniRoute-Strict: true`` turns a drop of what translation cannot carry into a
   400 ``unsupported_parameter`` naming the first path, unless every entry is a model
   whose upstream speaks the client's own wire (a passthrough carries everything);
-  so does an element some candidate's dialect cannot carry (``unsent``: Bedrock's
-  image URLs).
+  so does an element some candidate's dialect cannot carry (``unsent``: a field
+  its upstream has no counterpart for, Bedrock's image URLs; named in the client's
+  terms).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def _left_out(
             continue
         left = unsent(dialect, request.body)
         if left:
-            return left[0]
+            return request.client_path(left[0])
     return None
 
 

@@ -192,11 +192,17 @@ class Run:
         return body
 
     def _unsent(self, body: dict[str, Any], target: Target) -> None:
-        """What the target's dialect cannot carry of ``body`` (09 §2.6), named."""
+        """What the target's dialect cannot carry of ``body`` (09 §2.6), named in
+        the client's terms."""
+        left = unsent(dialect_of(target), body)
+        if not left:
+            return
         known = self.rec.attempt_dropped.get(target.key, ())
-        left = tuple(p for p in unsent(dialect_of(target), body) if p not in known)
-        if left:
-            self.rec.attempt_dropped[target.key] = known + left
+        named = tuple(
+            path for path in map(self.request.client_path, left) if path not in known
+        )
+        if named:
+            self.rec.attempt_dropped[target.key] = known + named
 
     # --- planning a slot ----------------------------------------------------------
 
