@@ -87,17 +87,17 @@ def not_text_only(value: Any) -> bool:
 
 def not_medium(value: Any) -> bool:
     """A ``verbosity`` other than OpenAI's default."""
-    return value != "medium"
+    return bool(value != "medium")
 
 
 def not_none_effort(value: Any) -> bool:
     """A ``reasoning_effort`` that asks for reasoning."""
-    return value != "none"
+    return bool(value != "none")
 
 
 def is_none_choice(value: Any) -> bool:
     """``tool_choice: "none"``."""
-    return value == "none"
+    return bool(value == "none")
 
 
 #: what no translated dialect of this gateway can express: logprobs (the replies
