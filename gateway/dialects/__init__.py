@@ -26,6 +26,7 @@ from gateway.dialects.base import (
 )
 from gateway.dialects.bedrock import BedrockDialect
 from gateway.dialects.bedrock import unsent as bedrock_unsent
+from gateway.dialects.carry import Carry, Odd, odd_elements
 from gateway.dialects.gemini import UNSENT as GEMINI_UNSENT
 from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
@@ -82,7 +83,7 @@ def model_wire(kind: str, model_id: str) -> str | None:
 #: translating dialect -> the paths of a canonical body its translation leaves out
 #: (spec 09 §2.6; ``gateway.dialects.carry``); a dialect of the Chat Completions
 #: wire carries the body as it is, so it has none
-_UNSENT: Mapping[type, Callable[[JSON], tuple[str, ...]]] = MappingProxyType(
+_UNSENT: Mapping[type, Carry] = MappingProxyType(
     {
         AnthropicDialect: ANTHROPIC_UNSENT,
         VertexAnthropicDialect: ANTHROPIC_UNSENT,
@@ -96,11 +97,19 @@ _UNSENT: Mapping[type, Callable[[JSON], tuple[str, ...]]] = MappingProxyType(
 )
 
 
-def unsent(dialect: Dialect, body: JSON) -> tuple[str, ...]:
+def carry_of(dialect: Dialect) -> Carry | None:
+    """What ``dialect``'s translation carries; None: the canonical body as it is."""
+    return _UNSENT.get(type(dialect))
+
+
+def unsent(
+    dialect: Dialect, body: JSON, odd: tuple[Odd, ...] | None = None
+) -> tuple[str, ...]:
     """What ``dialect``'s translation of the canonical ``body`` cannot carry (the
-    empty tuple when it carries everything)."""
-    left_out = _UNSENT.get(type(dialect))
-    return left_out(body) if left_out is not None else ()
+    empty tuple when it carries everything); ``odd``: ``odd_elements(body)``, read
+    once per request by a caller that asks for several dialects."""
+    carry = _UNSENT.get(type(dialect))
+    return carry(body, odd) if carry is not None else ()
 
 
 def wires_of(kind: str) -> tuple[str, ...]:
@@ -123,13 +132,16 @@ __all__ = [
     "REGISTRY",
     "WIRES",
     "BadUpstreamResponse",
+    "Carry",
     "Dialect",
     "StreamErrorEvent",
     "StreamTranslator",
     "UpstreamCall",
+    "carry_of",
     "dialect_for",
     "dialect_of",
     "model_wire",
+    "odd_elements",
     "unsent",
     "wires_of",
 ]

@@ -18,9 +18,11 @@ Paths are canonical (``response_format``, ``messages[2].content[1]``, ``tools[3]
 ``stop[5]``); ``ChatRequest.client_path`` renames a top-level field a client wire
 spells otherwise (``text.format`` on Responses).
 
-The check runs per attempt on the hot path: one dict lookup per declared field, a
-pass over the messages whose content is a list of parts and over the tools; no path
-is built when nothing is left out (the answer is then the empty tuple).
+The check runs per attempt on the hot path: one dict lookup per top-level field of
+the body, and a test per element ``odd_elements`` found (content parts other than
+text, messages of an unknown role, tools other than functions), which the pipeline
+reads once per request; a text-only request with function tools has none, and no
+path is built when nothing is left out (the answer is then the empty tuple).
 """
 
 from __future__ import annotations
@@ -28,15 +30,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.dialects.base import JSON
 
 #: a field's test: True when the (non-null) value asks the upstream for something
 Asked = Callable[[Any], bool]
-#: a content part's test: True when the translation sends it (``text_only``: the
-#: part of a system, developer or tool message, which every translation sends as
-#: text)
+#: a content part's test (a part other than text): True when the translation sends
+#: it (``text_only``: the part of a system, developer or tool message, which every
+#: translation sends as text)
 Sent = Callable[[JSON, bool], bool]
 
 _TEXT_ONLY_ROLES = frozenset({"system", "developer", "tool"})
@@ -126,66 +128,86 @@ SAMPLING_EXTRAS: Mapping[str, Asked] = MappingProxyType(
 )
 
 
+class Odd(NamedTuple):
+    """One element of a body that some translation may not send: a content part
+    other than text, a message of an unknown role, a tool other than a function."""
+
+    path: str
+    #: the part (None: a message of an unknown role, or a tool)
+    part: JSON | None = None
+    #: the part is in a system, developer or tool message
+    text_only: bool = False
+    #: the tool's type (None: not a tool)
+    tool: str | None = None
+
+
+def odd_elements(body: JSON) -> tuple[Odd, ...]:
+    """What of ``body``'s messages and tools is not plain text or a function, in
+    body order: read once per request (a text-only conversation gives the empty
+    tuple), then checked by each attempt's ``Carry``."""
+    odd: tuple[Odd, ...] = ()
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role not in _ROLES:
+            odd += (Odd(f"messages[{i}]"),)
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for j, item in enumerate(content):
+            if isinstance(item, dict) and item.get("type") not in TEXT_PARTS:
+                text_only = role in _TEXT_ONLY_ROLES
+                odd += (Odd(f"messages[{i}].content[{j}]", item, text_only),)
+    tools = body.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else ()):
+        kind = tool.get("type", "function") if isinstance(tool, dict) else "function"
+        if kind != "function":
+            odd += (Odd(f"tools[{i}]", tool=str(kind)),)
+    return odd
+
+
 @dataclass(frozen=True, slots=True)
 class Carry:
     """What one translation carries, declared by its dialect (module doc)."""
 
     #: canonical top-level field -> the test of a value the upstream cannot express
     fields: Mapping[str, Asked]
-    #: whether a content part (a dict in a list ``content``) is sent
+    #: whether a content part other than text is sent
     part: Sent
     #: the tool types sent (a tool of another type is left out)
     tools: frozenset[str] = _FUNCTION
     #: the most stop sequences taken (None: every one)
     max_stops: int | None = None
 
-    def __call__(self, body: JSON) -> tuple[str, ...]:
-        """The canonical paths of ``body`` this translation leaves out: fields,
-        stop sequences, message parts (and messages of an unknown role), tools."""
+    def __call__(
+        self, body: JSON, odd: tuple[Odd, ...] | None = None
+    ) -> tuple[str, ...]:
+        """The canonical paths of ``body`` this translation leaves out, in body
+        order: fields, stop sequences, then message parts (and messages of an
+        unknown role) and tools; ``odd``: ``odd_elements(body)``, when the caller
+        has it already."""
         left: tuple[str, ...] = ()
-        for name, asked in self.fields.items():
-            value = body.get(name)
-            if value is not None and asked(value):
-                left += (name,)
+        fields = self.fields
+        for name in body:
+            asked = fields.get(name)
+            if asked is not None:
+                value = body[name]
+                if value is not None and asked(value):
+                    left += (name,)
         if self.max_stops is not None:
             stop = body.get("stop")
             if isinstance(stop, list) and len(stop) > self.max_stops:
                 left += tuple(f"stop[{i}]" for i in range(self.max_stops, len(stop)))
-        messages = body.get("messages")
-        if isinstance(messages, list):
-            left += self._messages(messages)
-        tools = body.get("tools")
-        if isinstance(tools, list) and tools:
-            left += self._tools(tools)
-        return left
-
-    def _messages(self, messages: list[Any]) -> tuple[str, ...]:
-        left: tuple[str, ...] = ()
-        part = self.part
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict):
-                continue
-            role = message.get("role")
-            if role not in _ROLES:
-                left += (f"messages[{i}]",)
-                continue
-            content = message.get("content")
-            if not isinstance(content, list):
-                continue
-            text_only = role in _TEXT_ONLY_ROLES
-            for j, item in enumerate(content):
-                if isinstance(item, dict) and not part(item, text_only):
-                    left += (f"messages[{i}].content[{j}]",)
-        return left
-
-    def _tools(self, tools: list[Any]) -> tuple[str, ...]:
-        left: tuple[str, ...] = ()
-        for i, tool in enumerate(tools):
-            if (
-                isinstance(tool, dict)
-                and tool.get("type", "function") not in self.tools
-            ):
-                left += (f"tools[{i}]",)
+        for item in odd_elements(body) if odd is None else odd:
+            if item.tool is not None:
+                sent = item.tool in self.tools
+            else:
+                sent = item.part is not None and self.part(item.part, item.text_only)
+            if not sent:
+                left += (item.path,)
         return left
 
 

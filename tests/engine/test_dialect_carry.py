@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-from gateway.dialects import REGISTRY, WIRES, dialect_for, unsent
+from gateway.dialects import (
+    REGISTRY,
+    WIRES,
+    carry_of,
+    dialect_for,
+    odd_elements,
+    unsent,
+)
 from gateway.dialects.bedrock import parse_embed_reply
+from gateway.dialects.carry import Odd
 from gateway.kernel.exchange import ChatRequest, Redundancy
 from gateway.kernel.types import Auth
 
@@ -241,6 +249,40 @@ def test_parts_and_tools_a_translation_cannot_send_are_named():
         legacy,
         custom,
     )
+
+
+def test_the_elements_to_check_are_read_once_per_request():
+    """``odd_elements`` finds what a part or tool test must look at; a text-only
+    conversation with function tools has nothing, so each attempt's check is the
+    top-level fields only."""
+    plain = {
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "s"}]},
+            {"role": "user", "content": [{"type": "text", "text": "t"}]},
+            {"role": "assistant", "content": "a", "tool_calls": []},
+        ],
+        "tools": [{"type": "function", "function": {"name": "f"}}, {"function": {}}],
+    }
+    assert odd_elements(plain) == ()
+    image = {"type": "image_url", "image_url": {"url": "https://x/a.png"}}
+    body = {
+        "messages": [
+            {"role": "system", "content": [image]},
+            {"role": "user", "content": [{"type": "text", "text": "t"}, image]},
+            {"role": "function", "content": "x"},
+        ],
+        "tools": [{"type": "custom"}],
+    }
+    assert odd_elements(body) == (
+        Odd("messages[0].content[0]", image, True),
+        Odd("messages[1].content[1]", image, False),
+        Odd("messages[2]"),
+        Odd("tools[0]", tool="custom"),
+    )
+    odd = odd_elements(body)
+    for dialect in WIRES.values():
+        assert unsent(dialect, body, odd) == unsent(dialect, body)
+        assert carry_of(dialect) is None or unsent(dialect, body) != ()
 
 
 def test_a_tool_message_is_sent_as_text():

@@ -184,7 +184,7 @@ def test_chat_fields_a_translated_wire_has_no_counterpart_for_are_named(
     )
     assert responses_wire.status_code == 200, responses_wire.text
     assert responses_wire.headers["x-omniroute-dropped"] == (
-        "seed,presence_penalty,stop"
+        "seed,stop,presence_penalty"
     )
     sent = upstream.requests()[-1]
     assert sent["path"].endswith("/responses")
