@@ -19,7 +19,9 @@ A Vertex model belongs to one publisher, and the publisher decides the wire:
 
 A model row's ``wire`` picks the publisher (``messages``: Anthropic's, ``chat``:
 Google's); a row without one is Anthropic's when its id starts with ``claude``
-(``wire_of_model``), Google's otherwise.
+(``wire_of_model``), Google's otherwise.  What a translated attempt leaves out and
+names (spec 09 §2.6) is the reused translation's: ``gemini.UNSENT`` for Google's
+publisher, ``anthropic.UNSENT`` for Anthropic's.
 
 Endpoint: a provider without ``base_url`` is served at
 ``https://{region}-aiplatform.googleapis.com`` (``region: global`` at
