@@ -113,16 +113,21 @@ class ChatRequest:
     passthrough_only: str | None = None
     #: canonical fields an attempt carries only to a capable model (09 §2.6)
     conditional: tuple[Carried, ...] = ()
-    #: canonical top-level field -> the client's own path for it, where its wire
-    #: spells it otherwise (``response_format`` is ``text.format`` on Responses):
-    #: how a path a dialect leaves out is named to the client (09 §2.6)
+    #: canonical path -> the client's own, where its wire puts it elsewhere: a
+    #: top-level field (``response_format`` is ``text.format`` on Responses) or a
+    #: whole content part's path (``messages[2].content[0]`` was the client's
+    #: ``messages[1].content[1]``): how a path a dialect leaves out is named to the
+    #: client (09 §2.6)
     renamed: Mapping[str, str] = field(default_factory=lambda: _SAME_NAMES)
 
     def client_path(self, path: str) -> str:
-        """``path`` of the canonical body in the client's terms (its top-level
-        field renamed per ``renamed``; the rest unchanged)."""
+        """``path`` of the canonical body in the client's terms: the whole path as
+        ``renamed`` gives it, else its top-level field renamed (the rest kept)."""
         if not self.renamed:
             return path
+        whole = self.renamed.get(path)
+        if whole is not None:
+            return whole
         cut = len(path)
         for mark in ".[":
             at = path.find(mark)

@@ -326,6 +326,41 @@ def test_the_paths_named_are_the_clients_own(bedrock, upstream):
     )
 
 
+def test_a_messages_image_bedrock_cannot_take_is_named_at_its_block(bedrock, upstream):
+    """The canonical form puts the system and each tool result in messages of
+    their own; the name is still the client's block."""
+    answer = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": "at what?"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "this"},
+                        {
+                            "type": "image",
+                            "source": {"type": "url", "url": "https://x.test/a.png"},
+                        },
+                    ],
+                },
+            ],
+        },
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == "messages[2].content[1]"
+    row = bedrock.requests_log()[-1]
+    assert [a["dropped"] for a in bedrock.attempts_log(row["id"])] == [
+        '["messages[2].content[1]"]'
+    ]
+
+
 def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
     stream = oai.chat.completions.create(
         model=f"br/{CLAUDE}",
