@@ -12,7 +12,7 @@ responses`` (spec 10 §1, §5), e.g. a Responses-only model.
   ``max_completion_tokens`` as ``max_output_tokens``; ``store`` is always false
   (spec 09 §3.4).  Chat-only fields have no counterpart: left out and named
   (``UNSENT``, spec 09 §2.6) when the client set them to a value that asks for
-  something (``stop``, ``n`` above 1, ``seed``, penalties other than 0,
+  something (``stop``, ``top_k``, ``n`` above 1, ``seed``, penalties other than 0,
   ``logprobs``, ``top_logprobs``, ``logit_bias``, legacy ``functions``,
   ``web_search_options``, ``audio``/``modalities``, ``verbosity``), as are audio
   parts (``messages[i].content[j]``; in system and tool messages, anything but
@@ -46,6 +46,7 @@ from gateway.dialects.carry import (
     OPENAI_ONLY,
     SAMPLING_EXTRAS,
     Carry,
+    any_value,
     nonempty,
     text_or,
 )
@@ -239,7 +240,9 @@ def _text_format(value: Any) -> JSON | None:
 
 #: what ``responses_body`` cannot carry, named per attempt (spec 09 §2.6)
 UNSENT = Carry(
-    fields=MappingProxyType({**OPENAI_ONLY, **SAMPLING_EXTRAS, "stop": nonempty}),
+    fields=MappingProxyType(
+        {**OPENAI_ONLY, **SAMPLING_EXTRAS, "stop": nonempty, "top_k": any_value}
+    ),
     part=text_or(frozenset({"image_url", "file"})),
 )
 

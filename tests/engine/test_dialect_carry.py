@@ -189,8 +189,14 @@ def test_stop_sequences_past_what_gemini_takes_are_named():
     )
     assert unsent(REGISTRY["gemini"], {"messages": HELLO, "stop": stops[:5]}) == ()
     assert unsent(REGISTRY["anthropic"], body) == ()
-    # the Responses API has no stop sequences at all
+    # the Responses API has no stop sequences at all, nor top-k
     assert unsent(dialect_for("openai", "responses"), body) == ("stop",)
+    with_top_k = {"messages": HELLO, "top_k": 40}
+    assert unsent(dialect_for("openai", "responses"), with_top_k) == ("top_k",)
+    assert "top_k" not in _upstream("openai", "responses", with_top_k)
+    for kind in ("anthropic", "gemini", "bedrock"):
+        assert unsent(REGISTRY[kind], with_top_k) == (), kind
+        assert "40" in json.dumps(_upstream(kind, "chat", with_top_k)), kind
 
 
 def test_parts_and_tools_a_translation_cannot_send_are_named():
