@@ -15,8 +15,9 @@ change nothing in the answer (``user``, ``metadata``, ``store``, ``service_tier`
 ``prompt_cache_key``, ``safety_identifier``, ``prediction``) are never named.
 
 Paths are canonical (``response_format``, ``messages[2].content[1]``, ``tools[3]``,
-``stop[5]``); ``ChatRequest.client_path`` renames a top-level field a client wire
-spells otherwise (``text.format`` on Responses).
+``stop[5]``); ``ChatRequest.client_path`` gives the client's own name where its wire
+spells a field otherwise (``text.format`` on Responses) or sent a media part
+elsewhere (a Messages block).
 
 The check runs per attempt on the hot path: one dict lookup per top-level field of
 the body, and a test per element ``odd_elements`` found (content parts other than
