@@ -208,6 +208,9 @@ class Dialect(Protocol):
     wire: str
     #: answers embeddings requests (spec 09 §5.2: else a ``capability_mismatch``)
     embeddings: bool
+    #: takes embeddings inputs given as token ids (OpenAI's ``input: [[1, 2]]``);
+    #: else such a request skips it as a ``capability_mismatch`` on ``input``
+    embeddings_token_ids: bool
     #: counts a Messages prompt's tokens itself (spec 09 §4.5)
     counts_tokens: bool
     #: the credential its connections hold (spec 10 §3)
@@ -358,6 +361,7 @@ class NoEmbeddings:
 
     label: str
     embeddings: bool = False
+    embeddings_token_ids: bool = False
 
     def embeddings_request(
         self,

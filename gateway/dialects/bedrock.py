@@ -1005,6 +1005,7 @@ class BedrockDialect(NoPassthrough, NoCountTokens):
     ratelimit_prefixes: tuple[str, ...] = ()
     wire = "chat"
     embeddings = True
+    embeddings_token_ids = False  # text only
     credentials: CredentialShape = BEDROCK_CREDENTIALS
 
     def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:

@@ -111,8 +111,9 @@ string (``outputDimensionality`` from ``dimensions``); the vectors come back as 
 OpenAI list, always as floats (the reply cannot see ``encoding_format``).  The
 Gemini API reports no token count for embeddings: a ``usageMetadata`` count is read
 where one comes, else the usage is left out and the gateway records its estimate
-(``usage_source`` ``estimated``).  Token-id inputs cannot be embedded by Gemini (they
-become their JSON text).
+(``usage_source`` ``estimated``).  Gemini embeds text only
+(``embeddings_token_ids = False``): a request of token ids skips this dialect as a
+``capability_mismatch`` on ``input`` before any call.
 """
 
 from __future__ import annotations
@@ -1097,6 +1098,7 @@ class GeminiDialect(NoPassthrough):
     ratelimit_prefixes: tuple[str, ...] = ()
     wire = "chat"
     embeddings = True
+    embeddings_token_ids = False  # text only
     counts_tokens = True
     credentials: CredentialShape = API_KEY
 

@@ -144,6 +144,7 @@ class OpenAIDialect(NoCountTokens):
     surfaces = frozenset({"chat", "completions"})
     wire = "chat"
     embeddings = True
+    embeddings_token_ids = True
     credentials = OPENAI_CREDENTIALS
 
     def build_request(

@@ -190,7 +190,7 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
 
 def embed_body(body: JSON) -> JSON:
     """An OpenAI embeddings request -> a ``:predict`` request, one instance per
-    input (token-id inputs as their JSON text)."""
+    input (text only: token-id requests skip this dialect before the call)."""
     raw = body.get("input")
     items: list[Any] = [raw] if isinstance(raw, str) else list(raw or ())
     if items and all(isinstance(t, int) for t in items):
@@ -279,6 +279,7 @@ class VertexDialect(NoPassthrough, _VertexBase):
 
     wire = "chat"
     embeddings = True
+    embeddings_token_ids = False  # text only
     counts_tokens = True
 
     def build_request(
