@@ -179,7 +179,8 @@ def test_a_command_line_import_is_in_the_history_as_config_import(
     connection = Connection.objects.get(provider__slug="pa", name="main")
     entry = LogEntry.objects.get(object_id=str(combo.pk), content_type__model="combo")
     assert entry.user.username == "config-import"
-    assert not entry.user.is_active and not entry.user.has_usable_password()
+    assert not entry.user.is_active
+    assert not entry.user.has_usable_password()
     assert entry.get_change_message() == (
         "config import: changed strategy: priority → round-robin."
     )
