@@ -4,7 +4,8 @@ failing on cue), asserting what the operator sees: a failover combo built in the
 targets editor fails over in the live feed; an ``auto`` combo and a key's failover
 defaults set through their forms, not JSON; the gateway settings form; a job run
 from the Jobs page; a failing connection found by the health filter and re-enabled
-with an honest count; Explain route reached from the pages that link it.
+with an honest count; Explain route reached from the pages that link it; REST and
+import edits in a row's History, saying who made them.
 
 The dashboard's health board, the shadow confirmation, the YAML round trip and the
 playground are in ``test_console_browser.py``; the live feed's filters, pause and
@@ -372,3 +373,50 @@ def test_explain_route_is_linked_from_the_pages_it_explains(
     slots = page.locator(".explain-slot")
     slots.first.wait_for()
     assert "pa/m1" in slots.first.inner_text()
+
+
+def test_rest_and_import_edits_show_in_the_history_with_who_made_them(
+    gateway: Gateway, admin_page: Any
+):
+    page = admin_page
+    auth = {"Authorization": f"Bearer {gateway.admin_token}"}  # the "ops" user's
+    created = httpx.post(
+        f"{gateway.url}/api/combos",
+        headers=auth,
+        json={
+            "name": "hist-combo",
+            "strategy": "priority",
+            "targets": [{"model": "pa/m1"}, {"model": "pb/m2"}],
+        },
+        timeout=10,
+    )
+    assert created.status_code == 201, created.text
+    pk = created.json()["id"]
+    edited = httpx.patch(
+        f"{gateway.url}/api/combos/{pk}",
+        headers=auth,
+        json={"strategy": "round-robin"},
+        timeout=10,
+    )
+    assert edited.status_code == 200, edited.text
+    imported = gateway.apply(
+        "combos:\n  - name: hist-combo\n    strategy: priority\n"
+        "    targets:\n      - model: pb/m2\n"
+    )
+    assert imported.returncode == 0, imported.stderr
+
+    page.goto(f"/admin/combos/combo/{pk}/change/")
+    page.get_by_role("link", name="History").click()
+    page.wait_for_url(f"**/admin/combos/combo/{pk}/history/")
+    rows = page.locator("#content table tbody tr")
+    assert rows.count() == 3
+    texts = [rows.nth(i).inner_text() for i in range(3)]
+    assert "ops" in texts[0]
+    assert "REST API: added." in texts[0]
+    assert "ops" in texts[1]
+    assert "REST API: changed strategy: priority → round-robin." in texts[1]
+    assert "config-import" in texts[2]
+    assert (
+        "config import: changed strategy: round-robin → priority; targets: "
+        in (texts[2])
+    )
