@@ -286,6 +286,7 @@ def test_run_a_job_from_the_jobs_page_and_see_its_outcome_coloured(
     job = "compute_reliability_24h"
     runs = _job_runs(gateway, job)
     row = page.locator(f"#jobs tr[data-job='{job}']")
+    assert "every 600 s" in row.inner_text()  # its schedule, in words
     row.locator("input[type=submit][value='Run now']").click()
     page.wait_for_url("**/admin/providers/jobrun/jobs/")
     assert page.locator(f"text={job}: started").count() == 1
