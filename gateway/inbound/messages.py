@@ -30,6 +30,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -43,6 +44,7 @@ from gateway.inbound.base import (
     Reply,
     StreamReply,
     bearer_or_api_key,
+    client_paths,
     with_retry_after,
 )
 from gateway.inbound.chat import chat_request, model_sent, parse_body, positive_int
@@ -109,6 +111,8 @@ class _Translation:
         self.dropped: list[str] = []
         #: what goes only to the dialects that take it (09 §2.6)
         self.carried: list[Carried] = []
+        #: each image or document part made, and the client's path of its block
+        self.sources: list[tuple[dict[str, Any], str]] = []
 
     def system(self, value: Any) -> dict[str, Any] | None:
         if value is None:
@@ -289,18 +293,23 @@ class _Translation:
         elif source.get("type") == "url" and isinstance(source.get("url"), str):
             url = source["url"]
         elif source.get("type") == "text" and isinstance(source.get("data"), str):
-            return [{"type": "text", "text": source["data"]}]
+            return [self.marked({"type": "text", "text": source["data"]}, block, path)]
         else:
             self.dropped.append(path)
             return []
+        part: dict[str, Any]
         if kind == "image":
             part = {"type": "image_url", "image_url": {"url": url}}
-            return [self.marked(part, block, path)]
-        self.marker(block, path)
-        if url.startswith("data:"):
-            return [{"type": "file", "file": {"file_data": url}}]
-        self.dropped.append(path)  # a document by URL: no chat counterpart
-        return []
+            part = self.marked(part, block, path)
+        elif url.startswith("data:"):
+            self.marker(block, path)
+            part = {"type": "file", "file": {"file_data": url}}
+        else:
+            self.marker(block, path)
+            self.dropped.append(path)  # a document by URL: no chat counterpart
+            return []
+        self.sources.append((part, path))
+        return [part]
 
     def tools(self, value: Any) -> list[dict[str, Any]] | None:
         if value is None:
@@ -356,9 +365,10 @@ def _max_tokens_value(value: Any) -> int:
 
 def to_chat(
     body: dict[str, Any], *, counting: bool = False
-) -> tuple[dict[str, Any], list[str], list[Carried]]:
-    """The canonical chat body of a Messages body, the paths it left out, and what
-    it carries only to some dialects (``cache_control`` markers, ``top_k``,
+) -> tuple[dict[str, Any], list[str], Mapping[str, str], list[Carried]]:
+    """The canonical chat body of a Messages body, the paths it left out, the
+    client's names of canonical paths (``ChatRequest.renamed``), and what it
+    carries only to some dialects (``cache_control`` markers, ``top_k``,
     ``is_error``).  ``counting``: a ``count_tokens`` body, which has no
     ``max_tokens``."""
     t = _Translation()
@@ -401,7 +411,8 @@ def to_chat(
         t.carried.append(TOP_K)
     t.dropped += [name for name in _NOT_CARRIED if name in body]
     t.dropped += [name for name in body if name not in _KNOWN]
-    return chat, t.dropped, t.carried
+    renamed = client_paths(NAMES, chat["messages"], t.sources)
+    return chat, t.dropped, renamed, t.carried
 
 
 #: Messages fields a translation cannot carry (named when sent, 09 §2.6)
@@ -479,6 +490,17 @@ def thinking_effort(thinking: Any) -> str | None:
     return "high"
 
 
+#: canonical fields this wire spells otherwise: how a path a translated attempt
+#: leaves out is named to the client (09 §2.6)
+NAMES = MappingProxyType(
+    {
+        "stop": "stop_sequences",
+        "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+        "reasoning_effort": "thinking",
+        "user": "metadata.user_id",
+    }
+)
+
 #: the client's headers an Anthropic upstream gets on a passthrough (spec 09 §2.5)
 FORWARDED = ("anthropic-version", "anthropic-beta")
 
@@ -487,7 +509,7 @@ def parse_messages_request(
     raw: bytes, headers: Mapping[str, str], *, counting: bool = False
 ) -> ChatRequest:
     body = parse_body(raw)
-    chat, dropped, carried = to_chat(body, counting=counting)
+    chat, dropped, renamed, carried = to_chat(body, counting=counting)
     metadata = body.get("metadata")
     session = {"metadata": metadata} if isinstance(metadata, dict) else None
     request = chat_request(chat, session)
@@ -499,6 +521,7 @@ def parse_messages_request(
             *carried,
             *((THINKING,) if "reasoning_effort" in chat else ()),
         ),
+        renamed=renamed,
         surface="messages",
         original=own,
         forward=tuple((h, headers[h]) for h in FORWARDED if h in headers),

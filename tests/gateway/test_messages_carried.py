@@ -52,7 +52,7 @@ BODY = {
 
 
 def test_markers_top_k_and_is_error_ride_in_the_canonical_body():
-    chat, dropped, carried = to_chat(copy.deepcopy(BODY))
+    chat, dropped, _, carried = to_chat(copy.deepcopy(BODY))
     system, user, _, tool = chat["messages"]
     assert system["content"] == [
         {"type": "text", "text": "rules", "cache_control": MARKER}
@@ -85,7 +85,7 @@ def test_markers_top_k_and_is_error_ride_in_the_canonical_body():
 
 
 def test_an_attempt_elsewhere_gets_the_body_without_a_nested_field():
-    chat, _, _ = to_chat(copy.deepcopy(BODY))
+    chat, _, _, _ = to_chat(copy.deepcopy(BODY))
     before = copy.deepcopy(chat)
     plain = without_nested(without_nested(chat, "cache_control"), "is_error")
     assert chat == before  # the canonical body is shared by every attempt
