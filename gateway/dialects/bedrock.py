@@ -20,8 +20,13 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
 2. Every other message becomes a ``messages`` turn, role ``user`` or ``assistant``,
    of content blocks: ``text``; images from ``data:`` URLs as ``image`` blocks
    (``format`` from the media type: png, jpeg, gif, webp; Bedrock takes no image
-   URL, so other URLs and other formats are left out and named, below); an
-   assistant's ``tool_calls`` as ``toolUse``
+   URL, so other URLs and other formats are left out and named, below); files
+   from ``data:`` URLs (a Messages ``document``, a Responses ``input_file``) as
+   ``document`` blocks (``format`` from the media type: pdf, csv, doc, docx, xls,
+   xlsx, html, txt, md; ``name`` from the file name in the characters Converse
+   allows plus 8 hex of the data's digest, ``document_name``; file ids and other
+   formats are named, below); audio is named too; an assistant's ``tool_calls`` as
+   ``toolUse``
    blocks (arguments that are not a JSON object become ``{}``); a ``tool`` message
    as a ``toolResult`` block in a user turn (its text; ``{"json": {}}`` when empty,
    since Bedrock refuses an empty text; a message flagged ``is_error``, a Messages
@@ -100,6 +105,7 @@ neither the usage is left out and the gateway records its estimate.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import time
@@ -150,6 +156,22 @@ _IMAGE_FORMATS = {
     "image/gif": "gif",
     "image/webp": "webp",
 }
+#: media type -> Converse ``document`` format (the formats Converse names)
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+#: what a Converse document ``name`` may not hold (letters, digits, single spaces,
+#: hyphens, parentheses and square brackets only)
+_NAME_REFUSED = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
+_NAME_MAX_CHARS = 200
 _STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -408,17 +430,59 @@ def _image_block(part: JSON) -> JSON | None:
     return {"image": {"format": fmt, "source": {"bytes": data}}}
 
 
+def _file_data(part: JSON) -> tuple[str, str, str] | None:
+    """A ``file`` part's Converse ``format``, its base64 data and its file name,
+    when it is a ``data:`` URL of a format Converse takes (a file id names the
+    client's OpenAI storage: nothing to send)."""
+    file = part.get("file")
+    if not isinstance(file, dict):
+        return None
+    url = file.get("file_data")
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    header, comma, payload = url[len("data:") :].partition(",")
+    media_type, *params = header.split(";")
+    fmt = _DOCUMENT_FORMATS.get(media_type.strip().lower())
+    if not comma or fmt is None:
+        return None
+    if "base64" not in params:
+        payload = base64.b64encode(unquote_to_bytes(payload)).decode("ascii")
+    filename = file.get("filename")
+    return fmt, payload, filename if isinstance(filename, str) else ""
+
+
+def document_name(filename: str, data: str) -> str:
+    """A Converse document ``name``: the file name's stem in the characters
+    Converse allows, and 8 hex of the data's digest, so two documents of one
+    request never share a name (Converse refuses that) and one document keeps its
+    name from turn to turn (a cache point before it stays valid)."""
+    stem = filename.rsplit(".", 1)[0] if "." in filename else filename
+    stem = " ".join(_NAME_REFUSED.sub("-", stem).split()).strip("-") or "document"
+    digest = hashlib.sha256(data.encode("ascii", "replace")).hexdigest()[:8]
+    return f"{stem[: _NAME_MAX_CHARS - 9]}-{digest}"
+
+
+def _document_block(part: JSON) -> JSON | None:
+    found = _file_data(part)
+    if found is None:
+        return None
+    fmt, data, filename = found
+    name = document_name(filename, data)
+    return {"document": {"format": fmt, "name": name, "source": {"bytes": data}}}
+
+
 def _part_sent(part: JSON, text_only: bool) -> bool:
-    """Whether Converse gets a content part: text, and images it can take in user
-    and assistant turns (system and tool messages are sent as text)."""
+    """Whether Converse gets a content part: text, and the images and documents it
+    can take in user and assistant turns (system and tool messages are sent as
+    text)."""
     kind = part.get("type")
     if kind in TEXT_PARTS:
         return True
-    return (
-        not text_only
-        and kind == "image_url"
-        and _image_format(_image_url(part)) is not None
-    )
+    if text_only:
+        return False
+    if kind == "image_url":
+        return _image_format(_image_url(part)) is not None
+    return kind == "file" and _file_data(part) is not None
 
 
 #: what ``converse_body`` cannot carry, named per attempt (spec 09 §2.6, module doc)
@@ -438,7 +502,8 @@ unsent = Carry(
 
 
 def _blocks(content: Any) -> list[JSON]:
-    """OpenAI message content -> Converse content blocks (text and images)."""
+    """OpenAI message content -> Converse content blocks (text, images and
+    documents)."""
     out: list[JSON] = []
     for part in content if isinstance(content, list) else [content]:
         if isinstance(part, str):
@@ -454,6 +519,8 @@ def _blocks(content: Any) -> list[JSON]:
                 block = {"text": text}
         elif kind == "image_url":
             block = _image_block(part)
+        elif kind == "file":
+            block = _document_block(part)
         if block is not None:
             out.append(block)
             if isinstance(part.get("cache_control"), dict):

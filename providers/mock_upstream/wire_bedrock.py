@@ -525,9 +525,40 @@ def _blocks(request: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
                 yield block
 
 
+#: a Converse document block's ``name`` and ``format`` as Bedrock checks them
+DOCUMENT_NAME = re.compile(r"(?!.*\s\s)[A-Za-z0-9\s\-()\[\]]{1,200}")
+DOCUMENT_FORMATS = frozenset(
+    {"pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md"}
+)
+
+
+def _document_problem(request: Mapping[str, Any]) -> str | None:
+    """A document block Converse refuses: an invalid or repeated name, an unknown
+    format."""
+    names: set[str] = set()
+    for block in _blocks(request):
+        document = block.get("document")
+        if not isinstance(document, dict):
+            continue
+        name = document.get("name")
+        if not isinstance(name, str) or not DOCUMENT_NAME.fullmatch(name):
+            return (
+                f"The document name '{name}' is invalid: it can only contain "
+                "alphanumeric characters, whitespace characters (no more than one in "
+                "a row), hyphens, parentheses and square brackets."
+            )
+        if name in names:
+            return "The request contains two documents with the same name."
+        names.add(name)
+        if document.get("format") not in DOCUMENT_FORMATS:
+            return f"Unsupported document format: {document.get('format')}"
+    return None
+
+
 def converse_problem(body: bytes) -> str | None:
     """What Bedrock's Converse refuses of a request (a ``ValidationException``):
-    tool blocks without a ``toolConfig``."""
+    invalid tool-use ids, tool blocks without a ``toolConfig``, and documents with
+    an invalid or repeated name or an unknown format."""
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -545,6 +576,9 @@ def converse_problem(body: bytes) -> str | None:
                 "to satisfy constraint: Member must have length less than or equal "
                 "to 64 and satisfy regular expression pattern: [a-zA-Z0-9_-]+"
             )
+    problem = _document_problem(request)
+    if problem is not None:
+        return problem
     tool_blocks = any("toolUse" in b or "toolResult" in b for b in _blocks(request))
     if tool_blocks and "toolConfig" not in request:
         return (

@@ -950,3 +950,18 @@ def test_a_failed_tool_result_gets_the_error_status():
             "status": "error",
         }
     }
+
+
+def test_document_names_are_what_converse_accepts_and_unique_per_document():
+    from gateway.dialects.bedrock import document_name
+    from providers.mock_upstream.wire_bedrock import DOCUMENT_NAME
+
+    cases = ["Q3 report (final)!.pdf", "", "....", "a  b\tc.txt", "é" * 300, "x[1].md"]
+    for filename in cases:
+        name = document_name(filename, "AAAA")
+        assert DOCUMENT_NAME.fullmatch(name), name
+    assert document_name("Q3 report (final)!.pdf", "AAAA").startswith(
+        "Q3 report (final)-"
+    )
+    assert document_name("", "AAAA") != document_name("", "BBBB")
+    assert document_name("a.pdf", "AAAA") == document_name("a.pdf", "AAAA")

@@ -240,12 +240,12 @@ def test_parts_and_tools_a_translation_cannot_send_are_named():
         legacy,
         custom,
     )
+    # Converse takes the PDF as a ``document`` block
     assert unsent(REGISTRY["bedrock"], body) == (
         system_image,
         url_image,
         audio,
         file_id,
-        file_data,
         legacy,
         custom,
     )

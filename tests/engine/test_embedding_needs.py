@@ -33,7 +33,7 @@ def test_token_id_input_adds_a_need_on_input():
         Need("token_ids", "input"),
     )
     assert needs({"input": ["a"]}) == (Need("embeddings", "model"),)
-    assert DIALECT_NEEDS == {"token_ids"}
+    assert {"token_ids"} == DIALECT_NEEDS
 
 
 def test_which_dialects_take_token_ids():

@@ -52,7 +52,8 @@ def test_a_messages_image_is_named_at_its_block():
 
 
 def test_a_messages_document_and_its_fields_are_named_as_sent():
-    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}
+    # Converse takes PDFs (a ``document`` block), not RTF
+    pdf = {"type": "base64", "media_type": "application/rtf", "data": "e1xydGY="}
     request = _messages(
         {
             "model": "m",

@@ -8,6 +8,7 @@ that auth-disables it), failover, Test connection and model discovery."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -324,6 +325,86 @@ def test_the_paths_named_are_the_clients_own(bedrock, upstream):
     assert messages.headers["x-omniroute-dropped"] == (
         "tool_choice.disable_parallel_tool_use"
     )
+
+
+_PDF = base64.b64encode(b"%PDF-1.4 mock").decode()
+
+
+def test_documents_go_as_converse_document_blocks_and_audio_is_named(bedrock, upstream):
+    """A PDF from each client wire becomes a ``document`` block (the mock refuses
+    a bad name or format as Bedrock does); what Converse cannot take is named."""
+    answer = _chat(
+        bedrock,
+        model=f"br/{CLAUDE}",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "summarize both"},
+                    {
+                        "type": "file",
+                        "file": {
+                            "file_data": f"data:application/pdf;base64,{_PDF}",
+                            "filename": "Q3 report (final)!.pdf",
+                        },
+                    },
+                    {
+                        "type": "file",
+                        "file": {"file_data": "data:text/plain,two%20words"},
+                    },
+                    {"type": "file", "file": {"file_id": "file-abc"}},
+                    {
+                        "type": "input_audio",
+                        "input_audio": {"data": "UklG", "format": "wav"},
+                    },
+                ],
+            }
+        ],
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == (
+        "messages[0].content[3],messages[0].content[4]"
+    )
+    blocks = upstream.requests()[-1]["body"]["messages"][0]["content"]
+    assert blocks[0] == {"text": "summarize both"}
+    pdf, text = blocks[1]["document"], blocks[2]["document"]
+    assert pdf["format"] == "pdf"
+    assert pdf["source"] == {"bytes": _PDF}
+    assert pdf["name"].startswith("Q3 report (final)-")
+    assert text["format"] == "txt"
+    assert base64.b64decode(text["source"]["bytes"]) == b"two words"
+    assert text["name"].startswith("document-")
+
+    messages = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "document",
+                            "source": {
+                                "type": "base64",
+                                "media_type": "application/pdf",
+                                "data": _PDF,
+                            },
+                        },
+                        {"type": "text", "text": "summarize"},
+                    ],
+                }
+            ],
+        },
+        timeout=30,
+    )
+    assert messages.status_code == 200, messages.text
+    assert "x-omniroute-dropped" not in messages.headers
+    sent = upstream.requests()[-1]["body"]["messages"][0]["content"]
+    assert sent[0]["document"]["format"] == "pdf"
+    assert sent[0]["document"]["source"] == {"bytes": _PDF}
 
 
 def test_a_messages_image_bedrock_cannot_take_is_named_at_its_block(bedrock, upstream):
