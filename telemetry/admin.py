@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 from unfold.admin import ModelAdmin, TabularInline
 
 from telemetry import services
@@ -69,22 +70,27 @@ class AttemptInline(TabularInline):
         return False
 
 
+#: the status badge's colour on the request log list
+_STATUS_TONE = {
+    RequestLog.Status.SUCCESS: "omr-ok",
+    RequestLog.Status.REFUSED: "omr-warn",
+    RequestLog.Status.CLIENT_CLOSED: "omr-info",
+}
+
+
 @admin.register(RequestLog)
 class RequestLogAdmin(ReadOnlyAdmin):
+    # fits 1440 px: requested -> served with the route under it, one outcome column
+    # (status, HTTP status, reason), latency with its TTFT; the rest is on the row
     list_display = (
         "created_at",
-        "api_key_prefix",
+        "key_shown",
         "endpoint",
-        "requested_model",
-        "route",
-        "served_model",
-        "status",
-        "http_status",
-        "reason",
-        "attempt_count",
-        "latency_ms",
-        "ttft_ms",
-        "cost_usd",
+        "models_shown",
+        "outcome_shown",
+        "attempts_shown",
+        "latency_shown",
+        "cost_shown",
     )
     list_filter = ("status", "http_status", "stream", "route", "provider", "endpoint")
     search_fields = (
@@ -97,6 +103,52 @@ class RequestLogAdmin(ReadOnlyAdmin):
     )
     date_hierarchy = "created_at"
     inlines = (AttemptInline,)
+
+    @admin.display(description="key", ordering="api_key_prefix")
+    def key_shown(self, obj: RequestLog) -> str:
+        return obj.api_key_prefix or "—"
+
+    @admin.display(description="attempts", ordering="attempt_count")
+    def attempts_shown(self, obj: RequestLog) -> int:
+        return obj.attempt_count
+
+    @admin.display(description="cost (USD)", ordering="cost_usd")
+    def cost_shown(self, obj: RequestLog) -> str:
+        return "—" if obj.cost_usd is None else f"{obj.cost_usd:.6f}"
+
+    @admin.display(description="requested → served", ordering="requested_model")
+    def models_shown(self, obj: RequestLog) -> str:
+        served = obj.served_model or "—"
+        if served == obj.requested_model:
+            served = "same"
+        return format_html(
+            '{} → {}<br><span class="omr-muted">{}</span>',
+            obj.requested_model or "—",
+            served,
+            obj.route or "—",
+        )
+
+    @admin.display(description="outcome", ordering="http_status")
+    def outcome_shown(self, obj: RequestLog) -> str:
+        return format_html(
+            '<span class="omr-badge {}">{} {}</span>{}',
+            _STATUS_TONE.get(obj.status, "omr-bad"),
+            obj.get_status_display(),
+            obj.http_status,
+            format_html('<br><span class="omr-muted">{}</span>', obj.reason)
+            if obj.reason
+            else "",
+        )
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency_shown(self, obj: RequestLog) -> str:
+        if obj.ttft_ms is None:
+            return f"{obj.latency_ms} ms"
+        return format_html(
+            '{} ms<br><span class="omr-muted">TTFT {} ms</span>',
+            obj.latency_ms,
+            obj.ttft_ms,
+        )
 
 
 @admin.register(AttemptLog)
@@ -228,6 +280,11 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+def _target(provider: str, model: str, connection: str | None) -> str:
+    """One column for the three keys (the list fits 1440 px)."""
+    return f"{provider}/{model}@{connection}" if connection else f"{provider}/{model}"
+
+
 def _dash(value: Any) -> Any:
     return "—" if value is None else value
 
@@ -237,9 +294,7 @@ class ReliabilityStatAdmin(ReadOnlyAdmin):
     """The 24 h statistics the auto engine scores with (spec 06 §3.4, §4.1)."""
 
     list_display = (
-        "provider",
-        "model",
-        "connection",
+        "target_shown",
         "samples",
         "failures",
         "shown_reliability",
@@ -252,6 +307,10 @@ class ReliabilityStatAdmin(ReadOnlyAdmin):
     list_filter = ("provider", "connection")
     search_fields = ("provider", "model", "connection")
     ordering = ("provider", "model", "connection")
+
+    @admin.display(description="provider/model@connection", ordering="provider")
+    def target_shown(self, obj: ReliabilityStat) -> str:
+        return _target(obj.provider, obj.model, obj.connection)
 
     @admin.display(description="reliability", ordering="reliability")
     def shown_reliability(self, obj: ReliabilityStat) -> Any:
@@ -278,17 +337,30 @@ class ReliabilityStatAdmin(ReadOnlyAdmin):
 class UsageHourlyAdmin(ReadOnlyAdmin):
     list_display = (
         "hour",
-        "provider",
-        "model",
-        "connection",
+        "target_shown",
         "attempts",
         "failures",
-        "p95_latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
-        "cost_usd",
+        "p95_shown",
+        "tokens_shown",
+        "cost_shown",
         "computed_at",
     )
     list_filter = ("provider",)
     date_hierarchy = "hour"
     ordering = ("-hour", "provider", "model")
+
+    @admin.display(description="provider/model@connection", ordering="provider")
+    def target_shown(self, obj: UsageHourly) -> str:
+        return _target(obj.provider, obj.model, obj.connection)
+
+    @admin.display(description="p95 ms", ordering="p95_latency_ms")
+    def p95_shown(self, obj: UsageHourly) -> Any:
+        return _dash(obj.p95_latency_ms)
+
+    @admin.display(description="tokens (prompt + completion)")
+    def tokens_shown(self, obj: UsageHourly) -> str:
+        return f"{obj.prompt_tokens} + {obj.completion_tokens}"
+
+    @admin.display(description="cost (USD)", ordering="cost_usd")
+    def cost_shown(self, obj: UsageHourly) -> str:
+        return "—" if obj.cost_usd is None else f"{obj.cost_usd:.6f}"
