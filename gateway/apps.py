@@ -17,4 +17,4 @@ class GatewayConfig(AppConfig):
         admin.site.index_title = "Dashboard"
         from gateway.ops import admin_display
 
-        admin_display.install()  # every date-time the admin renders: the console's format
+        admin_display.install()  # one time format, no raw null

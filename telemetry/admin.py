@@ -71,7 +71,7 @@ class AttemptInline(TabularInline):
 
 
 #: the status badge's colour on the request log list
-_STATUS_TONE = {
+_STATUS_TONE: dict[str, str] = {
     RequestLog.Status.SUCCESS: "omr-ok",
     RequestLog.Status.REFUSED: "omr-warn",
     RequestLog.Status.CLIENT_CLOSED: "omr-info",

@@ -274,6 +274,8 @@ def health_action_view(request: HttpRequest) -> HttpResponse:
         if was_disabled:
             messages.success(request, f"Re-enabled {key}.")
         else:
-            messages.info(request, f"{key} was not auth-disabled; nothing to re-enable.")
+            messages.info(
+                request, f"{key} was not auth-disabled; nothing to re-enable."
+            )
     logger.info("admin %s: %s health of %s", request.user, action, key)
     return redirect("admin:index")

@@ -16,15 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_console_browser import (  # noqa: F401  (fixtures)
-    STEP_TIMEOUT_MS,
-    Gateway,
-    _chat,
-    browser,
-    operator,
-)
+from tests.integration import test_console_browser as console
+from tests.integration.test_console_browser import STEP_TIMEOUT_MS, Gateway, _chat
 
 pytestmark = pytest.mark.integration
+browser = console.browser  # the fixtures, shared
+operator = console.operator
 TOKYO = timedelta(hours=9)  # no daylight saving time
 WIDE_PAGES = (
     "/admin/providers/jobrun/jobs/",
