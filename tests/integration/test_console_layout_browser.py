@@ -125,3 +125,16 @@ def test_plain_form_fields_and_the_target_editor_carry_the_theme(tokyo: Any):
     assert padding != "0px"  # the header cells do not run together
     add = tokyo.locator("button", has_text="Add target")
     assert add.evaluate("e => getComputedStyle(e).borderTopWidth") == "1px"
+
+
+def test_the_history_page_shows_local_times_too(tokyo: Any):
+    tokyo.goto("/admin/combos/combo/")
+    tokyo.locator("#result_list a", has_text="team").first.click()
+    tokyo.click("[name=_continue]")
+    tokyo.wait_for_load_state()
+    tokyo.goto(tokyo.url.rstrip("/").rsplit("/", 1)[0] + "/history/")
+
+    when = tokyo.locator('[data-label="Date/time"] time.omr-time').first
+    instant = datetime.fromisoformat(when.get_attribute("datetime"))
+    local = (instant.replace(tzinfo=None) + TOKYO).strftime("%Y-%m-%d %H:%M:%S")
+    assert when.inner_text() == local

@@ -46,8 +46,23 @@
       if (el.dataset) el.dataset.omrLocal = "1";
     });
   }
+  /* The theme's history page writes each action's time with the date filter (server
+     time, UTC, in the format module's "Y-m-d H:i:s"): made a <time> like the rest. */
+  var SERVER_TIME = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)$/;
+  function serverTimes(root) {
+    (root || document).querySelectorAll('[data-label="Date/time"]').forEach(function (cell) {
+      var m = SERVER_TIME.exec(cell.textContent.trim());
+      if (!m) return;
+      var el = document.createElement("time");
+      el.className = "omr-time"; el.dataset.mode = "abs";
+      el.setAttribute("datetime", m[1] + "T" + m[2] + "Z");
+      el.textContent = m[1] + " " + m[2] + " UTC";
+      cell.textContent = ""; cell.appendChild(el);
+    });
+  }
   window.omrTimes = render;
   document.addEventListener("DOMContentLoaded", function () {
+    serverTimes(document);
     localChartTimes(document);
     render(document);
     setInterval(function () { render(document); }, 1000);
