@@ -42,6 +42,9 @@ class ReadOnlyAdmin(ModelAdmin):
 
 
 class AttemptInline(TabularInline):
+    """A request's attempts on its page; folded to fit the page's box at 1440 px
+    (result with reason and detail, latency with TTFT, tokens, flags in words)."""
+
     model = AttemptLog
     extra = 0
     can_delete = False
@@ -50,24 +53,53 @@ class AttemptInline(TabularInline):
         "target",
         "slot",
         "via",
-        "result",
-        "reason",
-        "detail",
+        "result_shown",
         "http_status",
-        "latency_ms",
-        "ttft_ms",
-        "prompt_tokens",
-        "completion_tokens",
+        "latency_shown",
+        "tokens_shown",
         "cost_usd",
-        "billable",
-        "passthrough",
-        "dropped",
+        "flags_shown",
         "error_message",
     )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="result")
+    def result_shown(self, obj: AttemptLog) -> str:
+        why = " · ".join(part for part in (obj.reason, obj.detail) if part)
+        if not why:
+            return str(obj.result)
+        return format_html('{}<br><span class="omr-muted">{}</span>', obj.result, why)
+
+    @admin.display(description="latency")
+    def latency_shown(self, obj: AttemptLog) -> str:
+        if obj.latency_ms is None:
+            return "—"
+        if obj.ttft_ms is None:
+            return f"{obj.latency_ms} ms"
+        return f"{obj.latency_ms} ms (TTFT {obj.ttft_ms})"
+
+    @admin.display(description="tokens")
+    def tokens_shown(self, obj: AttemptLog) -> str:
+        if obj.prompt_tokens is None and obj.completion_tokens is None:
+            return "—"
+        return f"{obj.prompt_tokens or 0} + {obj.completion_tokens or 0}"
+
+    @admin.display(description="flags")
+    def flags_shown(self, obj: AttemptLog) -> str:
+        flags = [
+            name
+            for name, on in (
+                ("billable", obj.billable),
+                ("passthrough", obj.passthrough),
+            )
+            if on
+        ]
+        if obj.dropped:
+            flags.append("dropped " + ", ".join(map(str, obj.dropped)))
+        return ", ".join(flags) or "—"
 
 
 #: the status badge's colour on the request log list

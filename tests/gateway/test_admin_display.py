@@ -125,3 +125,26 @@ def test_the_request_log_list_folds_its_columns_to_fit(
     assert "pa/m1 → —" in page
     assert '<span class="omr-badge omr-warn">Refused 404</span>' in page
     assert '<span class="omr-muted">model_not_found</span>' in page
+
+
+def test_a_request_page_folds_its_attempts_to_fit(client: Client, logged: RequestLog):
+    AttemptLog.objects.filter(request=logged).update(
+        result="failed",
+        reason="upstream_5xx",
+        detail="http_503",
+        latency_ms=120,
+        ttft_ms=40,
+        prompt_tokens=8,
+        completion_tokens=4,
+        billable=True,
+        dropped=["tools", "seed"],
+    )
+
+    page = client.get(
+        f"/admin/telemetry/requestlog/{logged.pk}/change/"
+    ).content.decode()
+
+    assert '<span class="omr-muted">upstream_5xx · http_503</span>' in page
+    assert "120 ms (TTFT 40)" in page
+    assert "8 + 4" in page
+    assert "billable, dropped tools, seed" in page

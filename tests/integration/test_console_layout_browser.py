@@ -72,6 +72,11 @@ def test_the_lists_fit_1440_px_and_show_local_times_with_seconds(
     assert first.inner_text() == local
     assert first.get_attribute("title").endswith("ago")
 
+    tokyo.locator("#result_list tbody tr a").first.click()
+    attempts = tokyo.locator("#attempts-data")
+    assert attempts.evaluate("e => e.scrollWidth <= e.parentElement.clientWidth")
+    assert _width(tokyo) <= 1440
+
 
 def test_the_overview_has_its_sidebar_and_the_newest_minutes_first(
     gateway: Gateway, tokyo: Any
