@@ -178,7 +178,7 @@ def _apply(
     if form.cleaned_data.get("digest") != digest_of(text, prune):
         return {"problems": ["Preview the file first: it changed since its preview."]}
     try:
-        report = import_config(text, prune=prune)
+        report = import_config(text, prune=prune, user=request.user)
     except ConfigFileError as exc:
         return {"problems": [str(p) for p in exc.problems]}
     logger.info(

@@ -110,6 +110,8 @@ class JobRunAdmin(ModelAdmin):
             {
                 "name": status.spec.name,
                 "schedule": status.schedule,
+                # an interval in seconds reads "every 600 s", a crontab as written
+                "every": isinstance(status.schedule, int),
                 "run": status.last_run,
                 "outcome": (status.last_run.outcome or "running")
                 if status.last_run

@@ -33,18 +33,26 @@ Request (canonical OpenAI chat body -> ``GenerateContentRequest``):
    it declares no properties (Gemini rejects an empty object schema);
    ``tool_choice`` -> ``toolConfig.functionCallingConfig`` (``auto`` AUTO, ``none``
    NONE, ``required`` ANY, a named function ANY with ``allowedFunctionNames``), only
-   when tools are sent.  ``parallel_tool_calls`` has no counterpart.
+   when tools are sent.
 5. ``generationConfig``: ``maxOutputTokens`` (``max_completion_tokens``, else
    ``max_tokens``), ``temperature``, ``topP``, ``topK``, ``candidateCount`` (``n``),
-   ``stopSequences`` (``stop``; Gemini takes at most 5), ``seed``,
+   ``stopSequences`` (``stop``; Gemini takes at most 5, the rest are named), ``seed``,
    ``presencePenalty``, ``frequencyPenalty``; ``response_format`` ``json_object`` ->
    ``responseMimeType: application/json``, ``json_schema`` -> that plus
    ``responseSchema``; ``reasoning_effort`` -> ``thinkingConfig`` with a budget by
    level and ``includeThoughts`` (``none`` or an unknown level sends nothing: some
    Gemini models refuse a zero budget).
 
-Dropped: ``user``, ``metadata``, ``logprobs``, ``parallel_tool_calls``,
-``cache_control`` markers, ``service_tier`` and everything else not named above.
+Left out of the attempt and named (``UNSENT``, spec 09 §2.6), when the client set
+them to a value that asks for something: ``logprobs`` and ``top_logprobs``
+(``responseLogprobs`` exists, but the reply's logprobs are not mapped back),
+``logit_bias``, ``parallel_tool_calls: false`` (no counterpart), legacy
+``functions``, ``web_search_options``, ``audio``/``modalities``, ``verbosity``,
+stop sequences past the fifth (``stop[5]``…); content parts other than text,
+images, audio and inline files (``messages[i].content[j]``: a file by id; in system
+and tool messages, anything but text), tools other than functions (``tools[i]``).
+Fields that change nothing in the answer (``user``, ``metadata``, ``store``,
+``service_tier``, ...) and ``cache_control`` markers are left out silently.
 
 Schemas (``gemini_schema``): Gemini's ``Schema`` is an OpenAPI 3.0 subset and rejects
 unknown keys.  Kept: ``type``, ``format``, ``title``, ``description``, ``nullable``,
@@ -103,8 +111,9 @@ string (``outputDimensionality`` from ``dimensions``); the vectors come back as 
 OpenAI list, always as floats (the reply cannot see ``encoding_format``).  The
 Gemini API reports no token count for embeddings: a ``usageMetadata`` count is read
 where one comes, else the usage is left out and the gateway records its estimate
-(``usage_source`` ``estimated``).  Token-id inputs cannot be embedded by Gemini (they
-become their JSON text).
+(``usage_source`` ``estimated``).  Gemini embeds text only
+(``embeddings_token_ids = False``): a request of token ids skips this dialect as a
+``capability_mismatch`` on ``input`` before any call.
 """
 
 from __future__ import annotations
@@ -114,6 +123,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
@@ -124,10 +134,12 @@ from gateway.dialects.base import (
     BadUpstreamResponse,
     CredentialShape,
     EventDecoder,
+    NoPassthrough,
     StreamErrorEvent,
     UpstreamCall,
     sse_decoder,
 )
+from gateway.dialects.carry import OPENAI_ONLY, TEXT_PARTS, Carry, is_false
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
@@ -688,6 +700,29 @@ def generation_config(body: JSON) -> JSON:
     return config
 
 
+def _part_sent(part: JSON, text_only: bool) -> bool:
+    """Whether Gemini gets a content part (``_PART_READERS``): text everywhere;
+    images, audio and inline files in user and assistant turns (a file by id names
+    the client's OpenAI storage)."""
+    kind = part.get("type")
+    if kind in TEXT_PARTS:
+        return True
+    if text_only:
+        return False
+    if kind == "file":
+        data = _dict(part.get("file")).get("file_data")
+        return isinstance(data, str) and data.startswith("data:")
+    return kind in ("image_url", "input_audio")
+
+
+#: what ``generate_body`` cannot carry, named per attempt (spec 09 §2.6, module doc)
+UNSENT = Carry(
+    fields=MappingProxyType({**OPENAI_ONLY, "parallel_tool_calls": is_false}),
+    part=_part_sent,
+    max_stops=MAX_STOP_SEQUENCES,
+)
+
+
 def generate_body(body: JSON) -> JSON:
     """A canonical chat request -> a ``GenerateContentRequest`` (a new dict)."""
     system, contents = contents_of(body.get("messages"))
@@ -1051,7 +1086,7 @@ class GeminiStreamTranslator:
 # --- the dialect ----------------------------------------------------------------
 
 
-class GeminiDialect:
+class GeminiDialect(NoPassthrough):
     kind = "gemini"
     label = "Google Gemini API"
     needs_base_url = True
@@ -1061,9 +1096,9 @@ class GeminiDialect:
     reasoning_effort = False
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = ()
-    surfaces: frozenset[str] = frozenset()
     wire = "chat"
     embeddings = True
+    embeddings_token_ids = False  # text only
     counts_tokens = True
     credentials: CredentialShape = API_KEY
 
@@ -1086,20 +1121,6 @@ class GeminiDialect:
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
         return parse_generate_reply(payload, created=created)
-
-    def passthrough_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        stream: bool,
-        forward: tuple[tuple[str, str], ...],
-        surface: str = "chat",
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("no client wire is Gemini's own")
 
     def embeddings_request(
         self,
@@ -1154,7 +1175,9 @@ class GeminiDialect:
     def parse_model_list(self, payload: Any) -> list[str]:
         return model_ids(payload)
 
-    def parse_embeddings(self, payload: Any) -> JSON:
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
         return parse_embed_reply(payload)
 
     def stream_decoder(self) -> EventDecoder:

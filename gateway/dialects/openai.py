@@ -19,6 +19,7 @@ from gateway.dialects.base import (
     CredentialProblem,
     CredentialShape,
     EventDecoder,
+    NoCountTokens,
     StreamErrorEvent,
     StreamTranslator,
     UpstreamCall,
@@ -132,7 +133,7 @@ class OpenAIStreamTranslator:
         return [data]
 
 
-class OpenAIDialect:
+class OpenAIDialect(NoCountTokens):
     kind = "openai"
     label = "OpenAI-compatible"
     needs_base_url = True
@@ -142,8 +143,8 @@ class OpenAIDialect:
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
     surfaces = frozenset({"chat", "completions"})
     wire = "chat"
-    counts_tokens = False
     embeddings = True
+    embeddings_token_ids = True
     credentials = OPENAI_CREDENTIALS
 
     def build_request(
@@ -245,19 +246,9 @@ class OpenAIDialect:
             operation="embeddings",
         )
 
-    def count_tokens_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        forward: tuple[tuple[str, str], ...],
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("an OpenAI-compatible API counts no tokens")
-
-    def parse_embeddings(self, payload: Any) -> JSON:
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
         return parse_embeddings_reply(payload)
 
     def list_models_request(

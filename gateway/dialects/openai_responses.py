@@ -10,8 +10,13 @@ responses`` (spec 10 §1, §5), e.g. a Responses-only model.
   is strict), ``tool_choice``, ``response_format`` as ``text.format``,
   ``reasoning_effort`` as ``reasoning.effort``, ``max_tokens`` /
   ``max_completion_tokens`` as ``max_output_tokens``; ``store`` is always false
-  (spec 09 §3.4).  Chat-only fields (``stop``, ``n``, ``logprobs``, penalties,
-  ``seed``) have no counterpart and are left out.
+  (spec 09 §3.4).  Chat-only fields have no counterpart: left out and named
+  (``UNSENT``, spec 09 §2.6) when the client set them to a value that asks for
+  something (``stop``, ``top_k``, ``n`` above 1, ``seed``, penalties other than 0,
+  ``logprobs``, ``top_logprobs``, ``logit_bias``, legacy ``functions``,
+  ``web_search_options``, ``audio``/``modalities``, ``verbosity``), as are audio
+  parts (``messages[i].content[j]``; in system and tool messages, anything but
+  text) and tools other than functions (``tools[i]``).
 * **Reply**: the ``response`` object becomes a ``chat.completion``: ``output_text``
   parts as the content, ``function_call`` items as tool calls, ``reasoning``
   summaries as ``reasoning_content``; ``incomplete`` for ``max_output_tokens`` is
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gateway.dialects.base import (
@@ -35,6 +41,14 @@ from gateway.dialects.base import (
     StreamTranslator,
     UpstreamCall,
     endpoint_url,
+)
+from gateway.dialects.carry import (
+    OPENAI_ONLY,
+    SAMPLING_EXTRAS,
+    Carry,
+    any_value,
+    nonempty,
+    text_or,
 )
 from gateway.dialects.openai import OpenAIDialect, error_from_payload
 from gateway.kernel.errors import UpstreamError
@@ -222,6 +236,15 @@ def _text_format(value: Any) -> JSON | None:
                 out[name] = schema[name]
         return out
     return None
+
+
+#: what ``responses_body`` cannot carry, named per attempt (spec 09 §2.6)
+UNSENT = Carry(
+    fields=MappingProxyType(
+        {**OPENAI_ONLY, **SAMPLING_EXTRAS, "stop": nonempty, "top_k": any_value}
+    ),
+    part=text_or(frozenset({"image_url", "file"})),
+)
 
 
 def responses_body(body: JSON, *, model: str, stream: bool) -> JSON:

@@ -23,6 +23,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -36,6 +37,7 @@ from gateway.inbound.base import (
     Reply,
     StreamReply,
     bearer_or_api_key,
+    client_paths,
     with_retry_after,
 )
 from gateway.inbound.chat import chat_request, model_sent, parse_body, positive_int
@@ -100,6 +102,8 @@ class _Translation:
 
     def __init__(self) -> None:
         self.dropped: list[str] = []
+        #: each image or document part made, and the client's path of its block
+        self.sources: list[tuple[dict[str, Any], str]] = []
 
     def system(self, value: Any) -> dict[str, Any] | None:
         if value is None:
@@ -258,12 +262,16 @@ class _Translation:
         else:
             self.dropped.append(path)
             return []
+        part: dict[str, Any]
         if kind == "image":
-            return [{"type": "image_url", "image_url": {"url": url}}]
-        if url.startswith("data:"):
-            return [{"type": "file", "file": {"file_data": url}}]
-        self.dropped.append(path)  # a document by URL: no chat counterpart
-        return []
+            part = {"type": "image_url", "image_url": {"url": url}}
+        elif url.startswith("data:"):
+            part = {"type": "file", "file": {"file_data": url}}
+        else:
+            self.dropped.append(path)  # a document by URL: no chat counterpart
+            return []
+        self.sources.append((part, path))
+        return [part]
 
     def tools(self, value: Any) -> list[dict[str, Any]] | None:
         if value is None:
@@ -319,8 +327,9 @@ def _max_tokens_value(value: Any) -> int:
 
 def to_chat(
     body: dict[str, Any], *, counting: bool = False
-) -> tuple[dict[str, Any], list[str]]:
-    """The canonical chat body of a Messages body, and the paths it left out.
+) -> tuple[dict[str, Any], list[str], Mapping[str, str]]:
+    """The canonical chat body of a Messages body, the paths it left out, and the
+    client's names of canonical paths (``ChatRequest.renamed``).
     ``counting``: a ``count_tokens`` body, which has no ``max_tokens``."""
     t = _Translation()
     chat: dict[str, Any] = {
@@ -360,7 +369,7 @@ def to_chat(
         chat["reasoning_effort"] = effort
     t.dropped += [name for name in _NOT_CARRIED if name in body]
     t.dropped += [name for name in body if name not in _KNOWN]
-    return chat, t.dropped
+    return chat, t.dropped, client_paths(NAMES, chat["messages"], t.sources)
 
 
 #: Messages fields a translation cannot carry (named when sent, 09 §2.6)
@@ -410,6 +419,17 @@ def thinking_effort(thinking: Any) -> str | None:
     return "high"
 
 
+#: canonical fields this wire spells otherwise: how a path a translated attempt
+#: leaves out is named to the client (09 §2.6)
+NAMES = MappingProxyType(
+    {
+        "stop": "stop_sequences",
+        "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+        "reasoning_effort": "thinking",
+        "user": "metadata.user_id",
+    }
+)
+
 #: the client's headers an Anthropic upstream gets on a passthrough (spec 09 §2.5)
 FORWARDED = ("anthropic-version", "anthropic-beta")
 
@@ -418,7 +438,7 @@ def parse_messages_request(
     raw: bytes, headers: Mapping[str, str], *, counting: bool = False
 ) -> ChatRequest:
     body = parse_body(raw)
-    chat, dropped = to_chat(body, counting=counting)
+    chat, dropped, renamed = to_chat(body, counting=counting)
     metadata = body.get("metadata")
     session = {"metadata": metadata} if isinstance(metadata, dict) else None
     request = chat_request(chat, session)
@@ -427,6 +447,7 @@ def parse_messages_request(
         request,
         dropped=tuple(dropped),
         conditional=(THINKING,) if "reasoning_effort" in chat else (),
+        renamed=renamed,
         surface="messages",
         original=own,
         forward=tuple((h, headers[h]) for h in FORWARDED if h in headers),

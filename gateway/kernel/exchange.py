@@ -12,7 +12,9 @@ translate from; the gateway-only fields (``models``, ``fallback_models``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gateway.kernel.chain import EntrySpec
@@ -80,6 +82,10 @@ class Carried:
     own: bool = False
 
 
+#: a wire that spells every canonical field as the canonical body does
+_SAME_NAMES: Mapping[str, str] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatRequest:
     body: dict[str, Any]  # gateway fields removed; what goes upstream (model aside)
@@ -107,6 +113,28 @@ class ChatRequest:
     passthrough_only: str | None = None
     #: canonical fields an attempt carries only to a capable model (09 §2.6)
     conditional: tuple[Carried, ...] = ()
+    #: canonical path -> the client's own, where its wire puts it elsewhere: a
+    #: top-level field (``response_format`` is ``text.format`` on Responses) or a
+    #: whole content part's path (``messages[2].content[0]`` was the client's
+    #: ``messages[1].content[1]``): how a path a dialect leaves out is named to the
+    #: client (09 §2.6)
+    renamed: Mapping[str, str] = field(default_factory=lambda: _SAME_NAMES)
+
+    def client_path(self, path: str) -> str:
+        """``path`` of the canonical body in the client's terms: the whole path as
+        ``renamed`` gives it, else its top-level field renamed (the rest kept)."""
+        if not self.renamed:
+            return path
+        whole = self.renamed.get(path)
+        if whole is not None:
+            return whole
+        cut = len(path)
+        for mark in ".[":
+            at = path.find(mark)
+            if 0 <= at < cut:
+                cut = at
+        name = self.renamed.get(path[:cut])
+        return path if name is None else name + path[cut:]
 
     def surface_needs(self) -> tuple[Need, ...]:
         """What the request needs of a candidate's dialect itself."""

@@ -7,15 +7,17 @@
 * ``X-OmniRoute-Strict: true`` turns a drop of what translation cannot carry into a
   400 ``unsupported_parameter`` naming the first path, unless every entry is a model
   whose upstream speaks the client's own wire (a passthrough carries everything);
-  so does an element some candidate's dialect cannot carry (``unsent``: Bedrock's
-  image URLs).
+  so does an element some candidate's dialect cannot carry (``carry_of``: a field
+  its upstream has no counterpart for, Bedrock's image URLs; named in the client's
+  terms).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.dialects import dialect_for, dialect_of, unsent
+from gateway.dialects import carry_of, dialect_for, dialect_of, odd_elements
+from gateway.dialects.carry import Odd
 from gateway.kernel.chain import Slot, plan_targets
 from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.resolve import RouteKind
@@ -90,13 +92,19 @@ def _left_out(
             )
             if not through and not carries(target, carried):
                 return carried.path
+    odd: tuple[Odd, ...] | None = None
     for target in targets:
         dialect = dialect_of(target)
         if request.original is not None and request.surface in dialect.surfaces:
             continue
-        left = unsent(dialect, request.body)
+        carry = carry_of(dialect)
+        if carry is None:
+            continue
+        if odd is None:
+            odd = odd_elements(request.body)
+        left = carry(request.body, odd)
         if left:
-            return left[0]
+            return request.client_path(left[0])
     return None
 
 

@@ -255,7 +255,7 @@ def _finish_json(
     try:
         payload = jsonload.loads(body)
         if operation == "embeddings":  # the vectors are the answer (09 §5)
-            completion = dialect.parse_embeddings(payload)
+            completion = dialect.parse_embeddings(payload, response.headers)
         elif operation == "count_tokens":  # the count is the answer (09 §4.5)
             completion = _token_count(payload, count_field)
         elif operation == "models":  # a model list (spec 10 §2)

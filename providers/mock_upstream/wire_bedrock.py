@@ -13,7 +13,9 @@
   ``internalServerException``).
 * ``POST /model/{modelId}/invoke``: embeddings, Titan (``inputText``: one string;
   anything else is a ``ValidationException`` as Bedrock answers it) or Cohere
-  (``texts``, a model id containing ``cohere.``).
+  (``texts``, a model id containing ``cohere.``); the input's token count in the
+  ``X-Amzn-Bedrock-Input-Token-Count`` reply header (Titan's body repeats it as
+  ``inputTextTokenCount``; Cohere's body has none).
 * ``GET /foundation-models`` and ``GET /inference-profiles``: every model the mock
   knows, on demand, and a ``us.`` profile of each.
 
@@ -58,6 +60,8 @@ MODEL_PREFIX = "/model/"
 FOUNDATION_MODELS = "/foundation-models"
 INFERENCE_PROFILES = "/inference-profiles"
 EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
+#: where ``invoke`` reports the input's token count
+INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
 
 #: the access keys the mock knows: key id -> secret (tests sign with these)
 TEST_ACCESS_KEY_ID = "AKIAMOCKBEDROCK00001"
@@ -335,6 +339,25 @@ def _is_cohere(model: str) -> bool:
     return "cohere." in model
 
 
+def _token_count(text: str) -> int:
+    """The mock's count of one embedded text's tokens (about four characters each)."""
+    return max(1, len(text) // 4)
+
+
+def _input_tokens(model: str, body: bytes) -> int:
+    """The input token count ``invoke`` reports in its reply header: every text of a
+    Cohere request, Titan's one ``inputText``."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return 0
+    if not isinstance(request, dict):
+        return 0
+    if _is_cohere(model):
+        return sum(_token_count(str(t)) for t in request.get("texts") or ())
+    return _token_count(str(request.get("inputText") or ""))
+
+
 class _InvokeWire:
     """``invoke`` of an embedding model."""
 
@@ -366,7 +389,7 @@ class _InvokeWire:
             "embedding": _vector(
                 text, size if isinstance(size, int) else EMBEDDING_DIMENSIONS
             ),
-            "inputTextTokenCount": max(1, len(text) // 4),
+            "inputTextTokenCount": _token_count(text),
         }
 
     def stream(
@@ -475,7 +498,16 @@ def answer(
         message = "Malformed input request: #/inputText: expected type: String"
         return error_reply(400, "ValidationException", message, record=record)
     reply = complete(state, wire, path, headers, body, model=model, is_stream=is_stream)
+    if wire is INVOKE and reply.status in _SUCCESS:
+        _count_header(reply, _input_tokens(model, body))
     return _bedrock_shaped(reply)
+
+
+def _count_header(reply: Reply, tokens: int) -> None:
+    """``X-Amzn-Bedrock-Input-Token-Count`` on an ``invoke`` answer, as Bedrock sends
+    it for every model (a scripted one is kept)."""
+    if not any(name.lower() == INPUT_TOKENS_HEADER for name, _ in reply.headers):
+        reply.headers.append((INPUT_TOKENS_HEADER, str(tokens)))
 
 
 def _bad_titan(model: str, body: bytes) -> bool:

@@ -236,6 +236,131 @@ def test_images_bedrock_cannot_take_are_named_or_refused_under_strict(
     assert len(upstream.requests()) == sent  # before any call
 
 
+def test_a_field_converse_cannot_express_is_named_or_refused_under_strict(
+    bedrock, upstream
+):
+    """Spec 09 §2.6: ``response_format`` has no Converse counterpart."""
+    json_mode = {"type": "json_object"}
+    answer = _chat(
+        bedrock, model=f"br/{CLAUDE}", response_format=json_mode, n=1, logprobs=False
+    )
+    assert answer.status_code == 200, answer.text
+    # n: 1 and logprobs: false ask for nothing: only the JSON mode is named
+    assert answer.headers["x-omniroute-dropped"] == "response_format"
+    sent = upstream.requests()[-1]["body"]
+    assert "json_object" not in json.dumps(sent)
+    row = bedrock.requests_log()[-1]
+    assert [a["dropped"] for a in bedrock.attempts_log(row["id"])] == [
+        '["response_format"]'
+    ]
+    calls = len(upstream.requests())
+    refused = httpx.post(
+        f"{bedrock.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "messages": [{"role": "user", "content": "hi"}],
+            "response_format": json_mode,
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "unsupported_parameter"
+    assert error["param"] == "response_format"
+    assert len(upstream.requests()) == calls  # before any call
+    plain = _chat(bedrock, model=f"br/{CLAUDE}", response_format={"type": "text"})
+    assert plain.status_code == 200
+    assert "x-omniroute-dropped" not in plain.headers
+
+
+def test_the_paths_named_are_the_clients_own(bedrock, upstream):
+    """A Responses client's JSON mode is ``text.format``; a Messages client's single
+    tool call per turn is ``tool_choice.disable_parallel_tool_use``."""
+    responses = httpx.post(
+        f"{bedrock.url}/v1/responses",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "input": "hi",
+            "store": False,
+            "text": {"format": {"type": "json_object"}},
+        },
+        timeout=30,
+    )
+    assert responses.status_code == 200, responses.text
+    assert responses.headers["x-omniroute-dropped"] == "text.format"
+    refused = httpx.post(
+        f"{bedrock.url}/v1/responses",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "input": "hi",
+            "store": False,
+            "text": {"format": {"type": "json_object"}},
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "text.format"
+    messages = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [
+                {
+                    "name": "get_weather",
+                    "input_schema": {"type": "object", "properties": {}},
+                }
+            ],
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+        },
+        timeout=30,
+    )
+    assert messages.status_code == 200, messages.text
+    assert messages.headers["x-omniroute-dropped"] == (
+        "tool_choice.disable_parallel_tool_use"
+    )
+
+
+def test_a_messages_image_bedrock_cannot_take_is_named_at_its_block(bedrock, upstream):
+    """The canonical form puts the system and each tool result in messages of
+    their own; the name is still the client's block."""
+    answer = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": "at what?"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "this"},
+                        {
+                            "type": "image",
+                            "source": {"type": "url", "url": "https://x.test/a.png"},
+                        },
+                    ],
+                },
+            ],
+        },
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == "messages[2].content[1]"
+    row = bedrock.requests_log()[-1]
+    assert [a["dropped"] for a in bedrock.attempts_log(row["id"])] == [
+        '["messages[2].content[1]"]'
+    ]
+
+
 def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
     stream = oai.chat.completions.create(
         model=f"br/{CLAUDE}",
@@ -487,6 +612,25 @@ def test_cohere_embeddings_send_every_text(oai, upstream):
     sent = upstream.requests()[-1]
     assert sent["path"] == "/model/cohere.embed-english-v3/invoke"
     assert sent["body"]["texts"] == ["a", "b", "c"]
+
+
+def test_cohere_usage_is_the_input_token_count_header(oai, upstream, bedrock):
+    """Cohere's invoke body has no count: ``X-Amzn-Bedrock-Input-Token-Count`` is
+    the upstream's own (the mock counts a token per four characters, at least
+    one per text)."""
+    texts = ["a" * 40, "b" * 8, "c"]
+    answer = oai.embeddings.create(model="br/cohere.embed-english-v3", input=texts)
+    assert answer.usage.prompt_tokens == 10 + 2 + 1
+    assert answer.usage.total_tokens == 13
+    row = bedrock.requests_log()[-1]
+    assert row["usage_source"] == "upstream"
+    upstream.add(
+        "cohere.embed-english-v3",
+        headers={"X-Amzn-Bedrock-Input-Token-Count": "321"},
+        times=1,
+    )
+    scripted = oai.embeddings.create(model="br/cohere.embed-english-v3", input="hi")
+    assert scripted.usage.prompt_tokens == 321
 
 
 # --- failures -------------------------------------------------------------------------

@@ -125,6 +125,46 @@ def test_a_chat_request_is_translated_to_generate_content(oai, upstream):
     }
 
 
+def test_sampling_fields_go_to_generation_config_and_logprobs_are_named(
+    gemini, upstream
+):
+    """Spec 09 §2.6: Gemini takes the seed and the penalties; the logprobs would
+    not come back in the chat shape, so they are left out and named."""
+    answer = _chat(
+        gemini,
+        model="gm/g1",
+        seed=42,
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
+        logprobs=True,
+        top_logprobs=3,
+        logit_bias={"50256": -100},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == "logprobs,top_logprobs,logit_bias"
+    config = upstream.requests()[-1]["body"]["generationConfig"]
+    assert config == {"seed": 42, "presencePenalty": 0.5, "frequencyPenalty": 0.25}
+    calls = len(upstream.requests())
+    refused = httpx.post(
+        f"{gemini.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={
+            "model": "gm/g1",
+            "messages": [{"role": "user", "content": "hi"}],
+            "seed": 42,
+            "logprobs": True,
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "unsupported_parameter"
+    assert refused.json()["error"]["param"] == "logprobs"
+    assert len(upstream.requests()) == calls
+    carried = _chat(gemini, model="gm/g1", seed=7, logprobs=False, n=1)
+    assert carried.status_code == 200
+    assert "x-omniroute-dropped" not in carried.headers
+
+
 def test_a_streamed_chat_reads_with_the_sdk(oai, upstream):
     stream = oai.chat.completions.create(
         model="gm/g1",

@@ -85,6 +85,7 @@ def test_staff_see_every_job_with_its_last_run_and_next_due_time(staff: Client) 
     assert "7 created, 0 updated" in page
     assert "2.0 s" in page
     assert "<code>17 */6 * * *</code>" in page
+    assert "every 600 s" in page  # compute_reliability_24h, an interval
     assert "Run now" not in page
     statuses = {row["name"]: row for row in response.context["rows"]}
     assert statuses["sync_models_dev"]["outcome"] == "success"

@@ -46,9 +46,26 @@
     return el;
   }
 
+  // The cells the server found wrong ([{row (from 1), cell, message}]): each marked
+  // alone, until the rows are rearranged or the cell is edited.
+  function badCells(textarea) {
+    try { return JSON.parse(textarea.getAttribute("data-bad-cells") || "[]"); }
+    catch (e) { return []; }
+  }
+
+  function mark(el, problem) {
+    el.classList.add("omr-bad-cell");
+    el.setAttribute("aria-invalid", "true");
+    el.title = problem.message;
+    el.addEventListener("input", function () {
+      el.classList.remove("omr-bad-cell"); el.removeAttribute("aria-invalid"); el.title = "";
+    }, {once: true});
+  }
+
   function editor(textarea) {
     var rows = textarea.value.split("\n").filter(function (l) { return l.trim(); })
       .map(parseLine);
+    var bad = badCells(textarea);
     var table = document.createElement("table");
     table.className = "combo-targets";
     function sync() { textarea.value = rows.map(formatRow).join("\n"); }
@@ -71,6 +88,11 @@
         cells.push(input(row.connection, "any", function (v) { row.connection = v; sync(); }));
         cells.push(input(row.weight, "weight", function (v) { row.weight = v; sync(); }));
         cells.push(input(row.timeout_ms, "timeout_ms", function (v) { row.timeout_ms = v; sync(); }));
+        var columns = {target: cells[1], connection: cells[2], weight: cells[3], timeout_ms: cells[4]};
+        bad.forEach(function (problem) {
+          if (problem.row === i + 1 && columns[problem.cell]) { mark(columns[problem.cell], problem); }
+        });
+        tr.setAttribute("data-row", String(i + 1));
         var tools = document.createElement("span");
         tools.appendChild(button("↑", "move up", function () {
           if (i > 0) { rows.splice(i - 1, 0, rows.splice(i, 1)[0]); sync(); render(); }
@@ -84,6 +106,7 @@
         body.appendChild(tr);
       });
       table.appendChild(body);
+      bad = [];  // rows move or go: the marks no longer point at their cells
     }
     render();
     var add = button("Add target", "append a target", function () {
