@@ -4,7 +4,7 @@ date-time shows the browser's local time with seconds, the overview has its side
 and the recent minutes, Configuration as code previews without a script error, the
 health board confirms a reset and plain form fields carry the theme's borders.
 
-Fixtures (the gateway, a logged-in operator, Chromium) are test_console_browser's.
+Fixtures (the gateway, the operator, Chromium) are tests/integration/conftest.py's.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration import test_console_browser as console
-from tests.integration.test_console_browser import STEP_TIMEOUT_MS, Gateway, _chat
+from tests.integration.conftest import STEP_TIMEOUT_MS, Gateway
+from tests.integration.test_console_browser import _chat
 
 pytestmark = pytest.mark.integration
-browser = console.browser  # the fixtures, shared
-operator = console.operator
 TOKYO = timedelta(hours=9)  # no daylight saving time
 WIDE_PAGES = (
     "/admin/providers/jobrun/jobs/",
