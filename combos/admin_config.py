@@ -30,6 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
+from unfold.widgets import UnfoldAdminFileFieldWidget
 
 from combos.config_apply import apply_plan
 from combos.config_export import export_yaml
@@ -50,7 +51,11 @@ EXPORT_PERMISSIONS = (
 
 class ConfigUploadForm(forms.Form):
     file = forms.FileField(
-        required=False, help_text="A YAML file in the format of export_config."
+        required=False,
+        help_text="A YAML file in the format of export_config.",
+        # the theme's file input: its script names the chosen file in the widget's
+        # own text box, and fails on a bare <input type=file>
+        widget=UnfoldAdminFileFieldWidget,
     )
     text = forms.CharField(
         required=False,

@@ -217,6 +217,20 @@ def test_the_admin_page_renders_a_report_for_a_superuser(table):
     assert "strategy order 1 of 3 (priority)" in html
 
 
+def test_the_admin_page_shows_a_skipped_breaker_as_time_left(table):
+    open_breaker("pb@main")
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+
+    html = client.get("/admin/explain-route/", {"model": "team"}).content.decode()
+
+    skipped = html.split("circuit open")[1].split("</td>")[0]
+    assert '<time class="omr-time"' in skipped
+    assert 'data-mode="left"' in skipped
+    assert " left</time>" in skipped
+    assert "Z</td>" not in html  # no raw ISO instant
+
+
 def test_the_admin_page_shows_an_empty_form_without_parameters(table):
     client = Client()
     client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))

@@ -222,3 +222,25 @@ def test_catalog_rows_are_read_only_and_deleting_one_bumps_the_config(
     assert response.status_code == 302
     assert CatalogModel.objects.count() == 0
     assert services.config_version() == version + 1
+
+
+def test_a_long_message_is_cut_with_its_full_text_in_an_expander(staff: Client) -> None:
+    message = "arena: every source failed: " + "GET https://example.invalid/x " * 12
+    JobRun.objects.create(
+        job="sync_arena_elo",
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        outcome="failed",
+        message=message,
+        triggered_by="beat",
+    )
+
+    page = staff.get(JOBS_URL).content.decode()
+
+    row = page.split('data-job="sync_arena_elo"')[1].split("</tr>")[0]
+    summary = row.split("<summary")[1].split("</summary>")[0]
+    assert f'title="{message}"' in summary
+    shown = summary.split(">", 1)[1]
+    assert shown.endswith("…")
+    assert message.startswith(shown[:-1])
+    assert f'<div class="omr-full">{message}</div>' in row
