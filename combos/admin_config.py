@@ -9,7 +9,9 @@
   exactly what the import would write (nothing is written; keys it would generate are
   not shown).
 * **Apply** runs ``import_config`` (all or nothing) on the previewed text, whose digest
-  the form carries: a file changed between preview and apply is refused.
+  the form carries: a file changed between preview and apply is refused.  An uploaded
+  file's text is carried to the apply step in the page's text box; line ends are
+  normalized to LF on both steps, since a browser submits a text box with CRLF.
 
 Exporting needs the view permission of every kind the file holds; previewing and
 applying change every kind, so they are for superusers.
@@ -54,6 +56,7 @@ class ConfigUploadForm(forms.Form):
     )
     text = forms.CharField(
         required=False,
+        strip=False,  # the text applied is the text previewed, byte for byte
         widget=forms.Textarea(attrs={"rows": 14, "cols": 100, "spellcheck": "false"}),
         help_text="…or paste the YAML here.",
     )
@@ -71,13 +74,20 @@ class ConfigUploadForm(forms.Form):
                     f"The file is larger than {MAX_UPLOAD_BYTES // 1024} KiB."
                 )
             try:
-                return str(upload.read().decode("utf-8"))
+                return normalize_newlines(upload.read().decode("utf-8-sig"))
             except UnicodeDecodeError as exc:
                 raise forms.ValidationError("The file is not UTF-8 text.") from exc
-        text = str(self.cleaned_data.get("text") or "")
+        text = normalize_newlines(str(self.cleaned_data.get("text") or ""))
         if not text.strip():
             raise forms.ValidationError("Choose a file or paste the YAML.")
         return text
+
+
+def normalize_newlines(text: str) -> str:
+    """Line ends as LF.  A previewed upload comes back from the page's text box, which
+    a browser submits with CRLF line ends: without this the applied text never
+    matched the previewed one."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def digest_of(text: str, prune: bool) -> str:

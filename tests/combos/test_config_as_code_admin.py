@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from typing import Any
@@ -96,6 +97,57 @@ def test_a_preview_shows_the_diff_and_writes_nothing_then_apply_writes_it(
     assert 'id="config-applied"' in applied
     assert Combo.objects.get(name="team").strategy == "round-robin"
     assert config_version() > version
+
+
+def _as_a_browser_posts_it(page: str) -> dict[str, str]:
+    """The preview page's form fields as a browser submits them: the text box's
+    content with CRLF line ends (HTML drops the newline after ``<textarea>``)."""
+    area = re.search(r'<textarea name="text"[^>]*>(.*?)</textarea>', page, re.S)
+    digest = re.search(r'name="digest" value="([0-9a-f]{64})"', page)
+    assert area is not None and digest is not None
+    text = html.unescape(area.group(1))
+    text = text.removeprefix("\r\n").removeprefix("\n")
+    return {"text": text.replace("\n", "\r\n"), "digest": digest.group(1)}
+
+
+def test_an_uploaded_file_applies_after_its_preview(
+    superuser: Client, small_config, import_data
+) -> None:
+    """Issue #15 audit: Apply after previewing an uploaded file said "it changed
+    since its preview": the file came back through the text box with CRLF ends."""
+    import_data(small_config())
+    edited = yaml.safe_load(export_yaml())
+    edited["combos"][0]["strategy"] = "round-robin"
+    upload = SimpleUploadedFile(
+        "c.yaml", yaml.safe_dump(edited, sort_keys=False).encode()
+    )
+
+    page = _text(superuser.post(PAGE, {"action": "preview", "file": upload}))
+    assert '<span class="add">+  strategy: round-robin</span>' in page
+    applied = _text(
+        superuser.post(PAGE, {"action": "apply", **_as_a_browser_posts_it(page)})
+    )
+
+    assert 'id="config-applied"' in applied
+    assert "Preview the file first" not in applied
+    assert Combo.objects.get(name="team").strategy == "round-robin"
+
+
+def test_an_edit_after_the_preview_is_still_refused(
+    superuser: Client, small_config, import_data
+) -> None:
+    import_data(small_config())
+    edited = yaml.safe_load(export_yaml())
+    edited["combos"][0]["strategy"] = "round-robin"
+    upload = SimpleUploadedFile("c.yaml", yaml.safe_dump(edited).encode())
+    page = _text(superuser.post(PAGE, {"action": "preview", "file": upload}))
+    fields = _as_a_browser_posts_it(page)
+    fields["text"] = fields["text"].replace("round-robin", "random")
+
+    applied = _text(superuser.post(PAGE, {"action": "apply", **fields}))
+
+    assert "Preview the file first" in applied
+    assert Combo.objects.get(name="team").strategy == "priority"
 
 
 def test_apply_refuses_a_text_that_was_not_previewed(
