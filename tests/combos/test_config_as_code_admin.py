@@ -104,7 +104,8 @@ def _as_a_browser_posts_it(page: str) -> dict[str, str]:
     content with CRLF line ends (HTML drops the newline after ``<textarea>``)."""
     area = re.search(r'<textarea name="text"[^>]*>(.*?)</textarea>', page, re.S)
     digest = re.search(r'name="digest" value="([0-9a-f]{64})"', page)
-    assert area is not None and digest is not None
+    assert area is not None
+    assert digest is not None
     text = html.unescape(area.group(1))
     text = text.removeprefix("\r\n").removeprefix("\n")
     return {"text": text.replace("\n", "\r\n"), "digest": digest.group(1)}
