@@ -102,7 +102,48 @@ def test_traffic_counts_errors_and_failovers_per_window(configured, admin_client
     assert "33.3 %" in fifteen  # one error and one failover in three
     assert '<div class="omr-figure">4</div>' in hour
     assert '<div class="omr-figure">5</div>' in day
-    assert "refused 1" in day
+    assert "refused</span> 1" in day
+
+
+def test_a_combo_moving_to_its_next_target_counts_as_a_failover(
+    configured, admin_client
+):
+    """Issue #15 audit: a chain inside a combo failed over on every request
+    (3 attempts, ``failover`` false) and the dashboard said 0.0 %."""
+    moved = _request(5)
+    moved.attempt_count = 3
+    moved.save(update_fields=["attempt_count"])
+    _attempt(moved, "pa", "main", "server_error", http_status=503)
+    _attempt(moved, "pa", "backup", "timeout")
+    _attempt(moved, "pb", "main", "success")
+    fused = _request(5)  # a fusion's panel: two calls, none failed
+    fused.attempt_count = 2
+    fused.save(update_fields=["attempt_count"])
+    _attempt(fused, "pa", "main", "success")
+    _attempt(fused, "pb", "main", "success")
+    _request(5, failover=True)  # a key's failover_defaults chain
+    _request(5)
+
+    page = admin_client.get("/admin/").content.decode()
+
+    fifteen = page.split('data-window="')[1]
+    assert "failed over</span> <strong" in fifteen
+    assert '<strong class="omr-failovers">50.0 %</strong> (2)' in fifteen
+
+
+def test_refusals_with_no_healthy_target_show_as_an_outage(configured, admin_client):
+    for _ in range(2):
+        row = _request(3, status="refused")
+        row.http_status, row.reason = 503, "no_healthy_candidate"
+        row.save(update_fields=["http_status", "reason"])
+    _request(3, status="refused")  # e.g. a key over its budget: not an outage
+
+    page = admin_client.get("/admin/").content.decode()
+
+    fifteen = page.split('data-window="')[1]
+    assert "refused</span> 3" in fifteen
+    assert "no healthy target</span> 2 refused with 503" in fifteen
+    assert "2 request(s) in the last 15 min were refused with 503" in page
 
 
 def test_the_health_board_lists_unhealthy_connections_first_with_their_last_error(
