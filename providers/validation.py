@@ -334,16 +334,28 @@ class Checker:
         return list(value)
 
 
+def plain_number(value: float) -> str:
+    """A number as a person writes it: ``1 000 000``, ``3 600 000``, ``0.5``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return f"{value:,}".replace(",", " ")
+    return repr(value)
+
+
 def _range_text(
     low: float | None, high: float | None, xl: bool = False, xh: bool = False
 ) -> str:
+    """The allowed range in words (issue #15): "must be between 0 and 1 000 000"."""
     if low is not None and high is not None:
-        left = "<" if xl else "<="
-        right = "<" if xh else "<="
-        return f"must be {low} {left} x {right} {high}"
+        if not xl and not xh:
+            return f"must be between {plain_number(low)} and {plain_number(high)}"
+        left = "more than" if xl else "at least"
+        right = "less than" if xh else "at most"
+        return f"must be {left} {plain_number(low)} and {right} {plain_number(high)}"
     if low is not None:
-        return f"must be {'>' if xl else '>='} {low}"
-    return f"must be {'<' if xh else '<='} {high}"
+        return f"must be {'more than' if xl else 'at least'} {plain_number(low)}"
+    return f"must be {'less than' if xh else 'at most'} {plain_number(high or 0)}"
 
 
 def require_mapping(

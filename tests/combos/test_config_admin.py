@@ -534,7 +534,8 @@ def test_the_settings_form_has_a_field_per_key_with_its_default_and_range(
 
     assert form["breaker__open_seconds"].value() == 30
     assert "First open period; doubled after each failed probe. Default 30; " in html
-    assert "allowed 1–86400." in html
+    assert "allowed 1 to 86 400." in html
+    assert "allowed 1 000 to 3 600 000." in html  # not 3.6e+06 (issue #15 audit)
     assert '<option value="" selected>default (balanced)</option>' in html
     assert form.fields["exploration_rate"].max_value == 1
     # an out-of-range value is refused on its field, naming the bound
