@@ -121,14 +121,12 @@ def credential_text(conn: Any) -> str:
 def _stored_credentials(conn: Any) -> dict[str, Secret]:
     """The literal credentials as ``Secret``s: a key replaced by another literal
     changes no ``credential`` text, yet is an edit the history must show."""
-    found = (
-        {"api key": Secret(conn.api_key_encrypted)} if conn.api_key_encrypted else {}
-    )
+    found: dict[str, Secret] = {}
     if conn.api_key_encrypted:
         try:
             found["api key"] = Secret(crypto.decrypt(conn.api_key_encrypted))
-        except crypto.SecretUnreadable:
-            pass  # compared by its ciphertext
+        except crypto.SecretUnreadable:  # unreadable here: compared by ciphertext
+            found["api key"] = Secret(conn.api_key_encrypted)
     for name, value in conn.stored_secrets().items():
         found[name.replace("_", " ")] = Secret(value)
     return found
