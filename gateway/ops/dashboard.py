@@ -41,6 +41,7 @@ from django.utils import timezone
 
 from combos.models import ApiKey
 from combos.services import hash_api_key
+from gateway.ops.console_access import may_open
 from providers import scheduler
 from providers.health import board, connection_key, summarize
 from providers.job_runner import job_statuses
@@ -256,7 +257,7 @@ def panels(request: HttpRequest) -> dict[str, Any]:
         "unhealthy_count": sum(
             1 for row in health if row.unhealthy and row.state != "inactive"
         ),
-        "jobs": job_statuses(now),
+        "jobs": job_statuses(now) if may_open(request.user, "jobs") else [],
         "warnings": found,
         "can_change_connections": request.user.has_perm("providers.change_connection"),
         "generated_at": now,

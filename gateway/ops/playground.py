@@ -29,11 +29,12 @@ from gateway.edge.persist import Persist
 from gateway.inbound.base import JSONReply, serve
 from gateway.inbound.chat import WIRE as CHAT_WIRE
 from gateway.kernel.types import KeyPolicy, RoutingTable
+from gateway.ops.console_access import PLAYGROUND_PERMISSION
 from gateway.pipeline.context import ChatContext
 from gateway.pipeline.record import RunRecord
 
 TEMPLATE = "admin/playground.html"
-PERMISSION = "combos.change_apikey"
+PERMISSION = PLAYGROUND_PERMISSION
 DEFAULT_MESSAGE = "Say hello in five words."
 
 

@@ -91,3 +91,15 @@ def omr_percent(value: float | None) -> str:
 def omr_words(value: str | None) -> str:
     """``auth_disabled`` -> ``auth disabled``."""
     return str(value or "").replace("_", " ")
+
+
+@register.simple_tag(takes_context=True)
+def omr_may(context: template.Context, page: str) -> bool:
+    """``{% omr_may "playground" as can_play %}``: whether the page's user may open
+    that console page (``gateway.ops.console_access``), so a link is shown only to
+    those it will not refuse."""
+    # imported on use: template libraries load while the admin modules import
+    from gateway.ops.console_access import may_open
+
+    request = context.get("request")
+    return request is not None and may_open(request.user, page)

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from combos.config_file import import_config
+from combos.models import Combo
 from gateway.kernel.breaker import HealthConfig
 from gateway.templatetags.omr import omr_left, span_text
 from providers.health import board
@@ -282,3 +283,49 @@ def test_a_time_left_renders_as_a_time_element_counting_down() -> None:
     assert 'data-mode="left"' in html
     assert ">23 s left</time>" in html or ">22 s left</time>" in html
     assert omr_left(None) == '<span class="omr-muted">—</span>'
+
+
+CONSOLE_LINKS = {
+    "playground": 'href="/admin/playground/',
+    "config": 'href="/admin/config/"',
+    "jobs": 'href="/admin/providers/jobrun/jobs/"',
+}
+
+
+def test_a_limited_user_sees_no_link_to_a_page_that_refuses_them(configured):
+    """Issue #15 audit: staff with view rights on combos, connections and the
+    request log saw Playground, Configuration as code and Jobs, each a 403."""
+    user = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    for app, codename in (
+        ("combos", "view_combo"),
+        ("providers", "view_connection"),
+        ("telemetry", "view_requestlog"),
+    ):
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+        )
+    client = Client()
+    client.force_login(user)
+    import_config(
+        "combos:\n  - {name: team, strategy: priority, targets: [{model: pa/m1}]}\n"
+    )
+    team = Combo.objects.get(name="team")
+
+    dashboard = client.get("/admin/").content.decode()
+    combo_page = client.get(f"/admin/combos/combo/{team.pk}/change/").content.decode()
+
+    for page in (dashboard, combo_page):
+        for link in CONSOLE_LINKS.values():
+            assert link not in page
+    assert 'id="omr-jobs"' not in dashboard
+    assert "omr-explain-link" in combo_page  # explain route is open to staff
+    assert client.get("/admin/playground/").status_code == 403
+    assert client.get("/admin/config/").status_code == 403
+    assert client.get("/admin/providers/jobrun/jobs/").status_code == 403
+
+
+def test_a_superuser_sees_every_console_link(configured, admin_client):
+    dashboard = admin_client.get("/admin/").content.decode()
+    for link in CONSOLE_LINKS.values():
+        assert link in dashboard
+    assert 'id="omr-jobs"' in dashboard
