@@ -78,6 +78,31 @@ def human_path(path: str) -> str:
     return re.sub(r"\[(\d+)\]", lambda m: f" (row {int(m.group(1)) + 1})", path)
 
 
+#: the combo editor's cell of each target field (combo_editor.js)
+TARGET_CELLS = {"model": "target", "combo": "target", "connection": "connection"}
+_TARGET_PATH = re.compile(r"^targets\[(\d+)\](?:\.([A-Za-z_]+))?")
+
+
+def target_cell_errors(problems: list[Problem]) -> list[dict[str, Any]]:
+    """The editor cells the problems name (``targets[1].model`` -> row 1's target
+    cell), so the page marks only the bad cell; a problem of a whole row marks its
+    target cell."""
+    cells = []
+    for problem in problems:
+        found = _TARGET_PATH.match(problem.path)
+        if found is None:
+            continue
+        name = found.group(2) or "model"
+        cells.append(
+            {
+                "row": int(found.group(1)),
+                "cell": TARGET_CELLS.get(name, name),
+                "message": f"{human_path(problem.path)}: {problem.message}",
+            }
+        )
+    return cells
+
+
 def add_problems(
     form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
 ) -> None:
@@ -515,6 +540,11 @@ class ComboForm(forms.ModelForm):
         _clean, check = services.check_combo(data, index, previous_name=previous)
         aliases.update(targets="targets_text", config="config_text")
         add_problems(self, check.problems, aliases)
+        cells = target_cell_errors(check.problems)
+        if cells:  # the editor marks these cells (combo_editor.js)
+            self.fields["targets_text"].widget.attrs["data-cell-errors"] = json.dumps(
+                cells
+            )
         self.config_data, self.warnings = data, check.warnings
         if not check.problems:
             require_shadow_confirmation(self, check.warnings, previous_name=previous)

@@ -514,3 +514,30 @@ def test_the_targets_editor_suggests_models_and_combos(
     assert '<datalist id="omr-routes">' in page
     assert '<option value="pa/m1">pa/m1</option>' in page
     assert '<option value="combo:team">team (combo)</option>' in page
+
+
+def test_a_bad_target_names_its_row_from_1_and_marks_only_its_cell(
+    world: dict[str, Provider], superuser_client: Client
+) -> None:
+    """Issue #15 audit: the error said row 2 but no cell was marked."""
+    response = add_combo(
+        superuser_client, targets_text="pa/m1\nnosuch/m9\npb/m2 weight=-1"
+    )
+
+    form = response.context["adminform"].form
+    assert form.errors["targets_text"] == [
+        "targets (row 2).model: unknown provider 'nosuch'",
+        "targets (row 3).weight: must be between 0 and 1 000 000",
+    ]
+    cells = json.loads(form.fields["targets_text"].widget.attrs["data-cell-errors"])
+    assert [(c["row"], c["cell"]) for c in cells] == [(1, "target"), (2, "weight")]
+    assert cells[0]["message"] == "targets (row 2).model: unknown provider 'nosuch'"
+    assert "data-cell-errors=" in response.content.decode()
+
+
+def test_a_valid_combo_marks_no_cell(
+    world: dict[str, Provider], superuser_client: Client
+) -> None:
+    form = ComboForm(data=combo_form(targets_text="pa/m1"))
+    assert form.is_valid(), form.errors
+    assert "data-cell-errors" not in form.fields["targets_text"].widget.attrs
