@@ -26,6 +26,7 @@ from combos.admin_forms import (
     OverrideForm,
     add_problems,
     confirm_shadow_field,
+    console_text,
     format_targets,
     parse_target_line,
     require_shadow_confirmation,
@@ -76,7 +77,7 @@ class ConfigAdmin(FieldHistory, ModelAdmin):
             )
 
     def warning_text(self, warning: Problem) -> str:
-        return str(warning)
+        return console_text(warning)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         services.delete_instance(obj)
@@ -152,17 +153,6 @@ class ComboAdmin(ConfigAdmin):
                 f"Not saved, strategy {obj.strategy} does not read them: "
                 + ", ".join(form.ignored_keys),
             )
-
-    def warning_text(self, warning: Problem) -> str:
-        detail = warning.message.partition(": ")[2]  # "name (provider/model)"
-        name, _, rest = detail.partition(" (")
-        provider, _, model = rest.rstrip(")").partition("/")
-        if warning.message.startswith("COMBO_NAME_SHADOWS_MODEL"):
-            return (
-                f'Combo "{name}" has the same name as model {model} ({provider}); '
-                "requests for that bare id now route through this combo."
-            )
-        return str(warning)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         try:

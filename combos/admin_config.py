@@ -33,6 +33,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 
+from combos.admin_forms import console_text
 from combos.config_apply import apply_plan
 from combos.config_export import export_yaml
 from combos.config_file import ConfigFileError, import_config, plan_import
@@ -99,9 +100,9 @@ def preview(text: str, *, prune: bool) -> dict[str, Any]:
     try:
         plan = plan_import(text, prune=prune)
     except ConfigFileError as exc:
-        return {"problems": [str(p) for p in exc.problems]}
+        return {"problems": [console_text(p) for p in exc.problems]}
     if plan.problems:
-        return {"problems": [str(p) for p in plan.problems]}
+        return {"problems": [console_text(p) for p in plan.problems]}
     before = export_yaml()
     with transaction.atomic():
         report = apply_plan(plan.data, prune=prune)
@@ -119,7 +120,7 @@ def preview(text: str, *, prune: bool) -> dict[str, Any]:
     )
     return {
         "problems": [],
-        "warnings": [str(w) for w in plan.warnings],
+        "warnings": [console_text(w) for w in plan.warnings],
         "diff": diff,
         "counts": _count_lines(counts),
         "changed": bool(diff),
@@ -185,7 +186,7 @@ def _apply(
     try:
         report = import_config(text, prune=prune)
     except ConfigFileError as exc:
-        return {"problems": [str(p) for p in exc.problems]}
+        return {"problems": [console_text(p) for p in exc.problems]}
     logger.info(
         "admin %s: imported a configuration (%s)",
         request.user,
@@ -195,7 +196,7 @@ def _apply(
         "applied": True,
         "changed": report.changed,
         "counts": _count_lines(report.counts),
-        "warnings": [str(w) for w in report.warnings],
+        "warnings": [console_text(w) for w in report.warnings],
         "generated_keys": report.generated_keys,
     }
 

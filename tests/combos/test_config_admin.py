@@ -185,8 +185,8 @@ def test_a_combo_named_like_a_model_is_saved_with_a_warning_message(
 
     assert response.status_code == 302
     assert (
-        'Combo "M1" has the same name as model m1 (pa); requests for that bare id '
-        "now route through this combo."
+        'Combo "M1" has the same name as the model m1 of pa: requests for "M1" go '
+        "to this combo instead."
     ) in messages_of(response)
 
 

@@ -182,7 +182,8 @@ def test_a_bad_file_lists_each_problem_by_path_and_writes_nothing(
     )
 
     assert 'id="config-problems"' in page
-    assert "combos[0].strategy" in page
+    assert "combos (row 1).strategy: unknown strategy" in page  # rows from 1
+    assert "combos[0]" not in page
     assert config_version() == version
 
 
@@ -212,3 +213,25 @@ def test_staff_without_permissions_cannot_see_the_page_and_viewers_cannot_import
     assert 'id="config-form"' not in _text(page)
     refused = client.post(PAGE, {"action": "preview", "text": "combos: []"})
     assert refused.status_code == 403
+
+
+def test_a_shadowing_warning_reads_in_words_with_its_row_from_1(
+    superuser: Client, small_config, import_data
+) -> None:
+    """Issue #15 audit: "smart_routes[0].alias: SMART_ALIAS_SHADOWS_MODEL: …"."""
+    import_data(small_config())
+    data = yaml.safe_load(export_yaml())
+    data["combos"].append(
+        {"name": "solo", "strategy": "priority", "targets": [{"model": "pa/m1"}]}
+    )
+    data["smart_routes"].append({"alias": "solo", "easy": "pa/m1", "hard": "pa/m1"})
+
+    page = html.unescape(
+        _text(superuser.post(PAGE, {"action": "preview", "text": yaml.dump(data)}))
+    )
+
+    assert (
+        'smart_routes (row 2).alias: Smart route "solo" has the same name as the '
+        'live combo solo: requests for "solo" go to this smart route instead.'
+    ) in page
+    assert "SMART_ALIAS_SHADOWS_MODEL" not in page
