@@ -32,6 +32,7 @@ from combos.admin_forms import (
     require_shadow_confirmation,
 )
 from combos.config_export import snapshot_of
+from combos.key_validation import THRESHOLD_HELP
 from combos.models import (
     AdminToken,
     ApiKey,
@@ -41,6 +42,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
+from gateway.kernel.smart import MAX_SCORE
 from providers.admin_history import FieldHistory
 from providers.validation import ON_ORDER, Problem
 
@@ -466,6 +468,12 @@ class OverrideAdmin(ConfigAdmin):
 
 class SmartRouteForm(forms.ModelForm):
     confirm_shadow = confirm_shadow_field()
+    # the range is the validator's (its message says why); the widget shows it
+    threshold = forms.IntegerField(
+        initial=4,
+        help_text=THRESHOLD_HELP,
+        widget=forms.NumberInput(attrs={"min": 1, "max": MAX_SCORE}),
+    )
 
     class Meta:
         model = SmartRoute

@@ -365,3 +365,19 @@ def test_a_failover_model_is_permitted_by_its_form_as_sent_or_resolved(
     )
 
     assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("threshold", "ok"), [(0, False), (1, True), (22, True), (23, False), (5000, False)]
+)
+def test_a_smart_route_threshold_is_1_to_the_highest_score(
+    world: dict[str, Provider], threshold: int, ok: bool
+) -> None:
+    """Spec 05 §2.2: scores reach 22, so a higher threshold is never met."""
+    check = services.Checker("")
+    services.validate_smart_route(
+        {"alias": "smart", "easy": "pa/m1", "hard": "pb/m2", "threshold": threshold},
+        check,
+        services.build_index(),
+    )
+    assert (check.problems == []) is ok
