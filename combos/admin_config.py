@@ -37,18 +37,12 @@ from combos.admin_forms import console_text
 from combos.config_apply import apply_plan
 from combos.config_export import export_yaml
 from combos.config_file import ConfigFileError, import_config, plan_import
+from providers.console_access import EXPORT_PERMISSIONS
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "admin/combos/config.html"
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
-EXPORT_PERMISSIONS = (
-    "providers.view_provider",
-    "providers.view_connection",
-    "combos.view_combo",
-    "combos.view_apikey",
-    "combos.view_smartroute",
-)
 
 
 class ConfigUploadForm(forms.Form):

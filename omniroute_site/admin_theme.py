@@ -29,12 +29,12 @@ def _staff(request: HttpRequest) -> bool:
 
 
 def _page(name: str) -> Callable[[HttpRequest], bool]:
-    """A console page's own check (``gateway.ops.console_access``), so the sidebar
+    """A console page's own check (``providers.console_access``), so the sidebar
     never links a page that refuses the user."""
 
     def allowed(request: HttpRequest) -> bool:
         # imported on use: this module is read by the settings, before the apps load
-        from gateway.ops.console_access import may_open
+        from providers.console_access import may_open
 
         return may_open(request.user, name)
 

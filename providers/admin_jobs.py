@@ -23,6 +23,7 @@ from django.utils import timezone
 from unfold.admin import ModelAdmin
 
 from providers import scheduler, services
+from providers.console_access import JOBS_PERMISSION
 from providers.job_runner import job_statuses
 from providers.jobs import TriggeredBy, load_jobs, start_job
 from providers.models import CatalogModel, JobRun
@@ -30,8 +31,6 @@ from providers.models import CatalogModel, JobRun
 logger = logging.getLogger(__name__)
 
 RUN_JOB_PERMISSION = "telemetry.run_job"  # spec 06 §3.1
-#: the Jobs page shows the job runs' outcomes and messages: the Job runs list's right
-JOBS_PERMISSION = "providers.view_jobrun"
 MESSAGE_PREVIEW_CHARS = 120
 
 

@@ -41,8 +41,8 @@ from django.utils import timezone
 
 from combos.models import ApiKey
 from combos.services import hash_api_key
-from gateway.ops.console_access import may_open
 from providers import scheduler
+from providers.console_access import may_open
 from providers.health import board, connection_key, summarize
 from providers.job_runner import job_statuses
 from providers.models import Connection

@@ -29,9 +29,9 @@ from gateway.edge.persist import Persist
 from gateway.inbound.base import JSONReply, serve
 from gateway.inbound.chat import WIRE as CHAT_WIRE
 from gateway.kernel.types import KeyPolicy, RoutingTable
-from gateway.ops.console_access import PLAYGROUND_PERMISSION
 from gateway.pipeline.context import ChatContext
 from gateway.pipeline.record import RunRecord
+from providers.console_access import PLAYGROUND_PERMISSION
 
 TEMPLATE = "admin/playground.html"
 PERMISSION = PLAYGROUND_PERMISSION

@@ -1,6 +1,7 @@
 """Which console pages a user may open (issue #15): one table for the page's own
 check, the sidebar and every link to it, so no link leads to a refusal.
 
+It lives in the lowest app so that every app's page and every template can read it.
 A page not listed here is open to all staff (the dashboard, explain route, the
 traffic overview and the live feed).  Each listed page refuses (403) a user without
 every permission named.
@@ -10,11 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from combos.admin_config import EXPORT_PERMISSIONS
-from providers.admin_jobs import JOBS_PERMISSION
-
-#: sending a real request spends like a client (playground.py)
+#: sending a real request spends like a client (gateway/ops/playground.py)
 PLAYGROUND_PERMISSION = "combos.change_apikey"
+#: the download holds every kind (combos/admin_config.py)
+EXPORT_PERMISSIONS = (
+    "providers.view_provider",
+    "providers.view_connection",
+    "combos.view_combo",
+    "combos.view_apikey",
+    "combos.view_smartroute",
+)
+#: the Jobs page shows the job runs' outcomes and messages: the Job runs list's right
+JOBS_PERMISSION = "providers.view_jobrun"
 
 PAGES: dict[str, tuple[str, ...]] = {
     "playground": (PLAYGROUND_PERMISSION,),
@@ -30,4 +38,10 @@ def may_open(user: Any, page: str) -> bool:
     return bool(user.has_perms(PAGES[page]))
 
 
-__all__ = ["PAGES", "PLAYGROUND_PERMISSION", "may_open"]
+__all__ = [
+    "EXPORT_PERMISSIONS",
+    "JOBS_PERMISSION",
+    "PAGES",
+    "PLAYGROUND_PERMISSION",
+    "may_open",
+]
