@@ -28,6 +28,10 @@ PAGES: dict[str, tuple[str, ...]] = {
     "playground": (PLAYGROUND_PERMISSION,),
     "config": EXPORT_PERMISSIONS,
     "jobs": (JOBS_PERMISSION,),
+    # spec 10 §2 (gateway/ops/admin_probe.py): adding models changes the provider;
+    # a test call spends the connection's credential
+    "discover": ("providers.change_provider",),
+    "test_connection": ("providers.change_connection",),
 }
 
 

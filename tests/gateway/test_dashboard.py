@@ -17,6 +17,7 @@ from combos.models import Combo
 from gateway.kernel.breaker import HealthConfig
 from gateway.templatetags.omr import omr_left, span_text
 from providers.health import board
+from providers.models import Connection
 from telemetry.models import AttemptLog, RequestLog
 
 pytestmark = pytest.mark.django_db
@@ -313,6 +314,20 @@ def test_a_limited_user_sees_no_link_to_a_page_that_refuses_them(configured):
 
     dashboard = client.get("/admin/").content.decode()
     combo_page = client.get(f"/admin/combos/combo/{team.pk}/change/").content.decode()
+    connection = Connection.objects.first()
+    assert connection is not None
+    connection_page = client.get(
+        f"/admin/providers/connection/{connection.pk}/change/"
+    ).content.decode()
+    assert (
+        client.get(f"/admin/providers/connection/{connection.pk}/change/").status_code
+        == 200
+    )
+    assert 'id="test-connection"' not in connection_page  # needs change_connection
+    assert (
+        client.get(f"/admin/providers/connection/test/?ids={connection.pk}").status_code
+        == 403
+    )
 
     for page in (dashboard, combo_page):
         for link in CONSOLE_LINKS.values():
