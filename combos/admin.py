@@ -226,26 +226,28 @@ class ApiKeyForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One glob per line (e.g. openai/*, my-combo, auto*). Empty = all.",
     )
-    # failover_defaults (spec 02 §13) as fields (issue #15): up to three fallbacks in
-    # order, picked from what the gateway routes, the two timeouts and the triggers
+    # failover_defaults (spec 02 §13) as fields (issue #15): a chain of up to three
+    # entries in order, picked from what the gateway routes, the two timeouts and the
+    # triggers
     fo_model_1 = forms.ChoiceField(
-        label="Fallback 1",
+        label="Failover chain 1",
         required=False,
-        help_text="Tried, in order, after the model a request names (failover "
-        "defaults); empty = none.",
+        help_text="The key's default failover chain, in order: a request that names "
+        "one of these alone (model, not models) goes on to the ones after it when it "
+        "fails; a request for anything else is not extended. Empty = none.",
     )
-    fo_model_2 = forms.ChoiceField(label="Fallback 2", required=False)
-    fo_model_3 = forms.ChoiceField(label="Fallback 3", required=False)
+    fo_model_2 = forms.ChoiceField(label="Failover chain 2", required=False)
+    fo_model_3 = forms.ChoiceField(label="Failover chain 3", required=False)
     fo_timeout_ms = forms.IntegerField(
-        label="Fallback attempt timeout (ms)",
+        label="Chain attempt timeout (ms)",
         required=False,
         min_value=1000,
         max_value=300_000,
-        help_text="Per-attempt timeout for these fallbacks; empty = the gateway's "
+        help_text="Per-attempt timeout along this chain; empty = the gateway's "
         "attempt_timeout_ms. Allowed 1000–300000.",
     )
     fo_first_token_timeout_ms = forms.IntegerField(
-        label="Fallback first-token timeout (ms)",
+        label="Chain first-token timeout (ms)",
         required=False,
         min_value=500,
         max_value=60_000,
@@ -256,7 +258,7 @@ class ApiKeyForm(forms.ModelForm):
         required=False,
         choices=[(reason, reason.replace("_", " ")) for reason in ON_ORDER],
         widget=forms.CheckboxSelectMultiple,
-        help_text="The failures that move to the next fallback; none ticked = all "
+        help_text="The failures that move to the next entry; none ticked = all "
         "of them.",
     )
 

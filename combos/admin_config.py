@@ -32,6 +32,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
+from unfold.widgets import UnfoldAdminFileFieldWidget
 
 from combos.admin_forms import console_text
 from combos.config_apply import apply_plan
@@ -47,7 +48,11 @@ MAX_UPLOAD_BYTES = 2 * 1024 * 1024
 
 class ConfigUploadForm(forms.Form):
     file = forms.FileField(
-        required=False, help_text="A YAML file in the format of export_config."
+        required=False,
+        help_text="A YAML file in the format of export_config.",
+        # the theme's file input: its script names the chosen file in the widget's
+        # own text box, and fails on a bare <input type=file>
+        widget=UnfoldAdminFileFieldWidget,
     )
     text = forms.CharField(
         required=False,
@@ -178,7 +183,7 @@ def _apply(
     if form.cleaned_data.get("digest") != digest_of(text, prune):
         return {"problems": ["Preview the file first: it changed since its preview."]}
     try:
-        report = import_config(text, prune=prune)
+        report = import_config(text, prune=prune, user=request.user)
     except ConfigFileError as exc:
         return {"problems": [console_text(p) for p in exc.problems]}
     logger.info(

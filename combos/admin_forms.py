@@ -78,31 +78,6 @@ def human_path(path: str) -> str:
     return re.sub(r"\[(\d+)\]", lambda m: f" (row {int(m.group(1)) + 1})", path)
 
 
-#: the combo editor's cell of each target field (combo_editor.js)
-TARGET_CELLS = {"model": "target", "combo": "target", "connection": "connection"}
-_TARGET_PATH = re.compile(r"^targets\[(\d+)\](?:\.([A-Za-z_]+))?")
-
-
-def target_cell_errors(problems: list[Problem]) -> list[dict[str, Any]]:
-    """The editor cells the problems name (``targets[1].model`` -> row 1's target
-    cell), so the page marks only the bad cell; a problem of a whole row marks its
-    target cell."""
-    cells = []
-    for problem in problems:
-        found = _TARGET_PATH.match(problem.path)
-        if found is None:
-            continue
-        name = found.group(2) or "model"
-        cells.append(
-            {
-                "row": int(found.group(1)),
-                "cell": TARGET_CELLS.get(name, name),
-                "message": f"{human_path(problem.path)}: {problem.message}",
-            }
-        )
-    return cells
-
-
 def add_problems(
     form: forms.BaseForm, problems: list[Problem], aliases: dict[str, str] | None = None
 ) -> None:
@@ -113,8 +88,10 @@ def add_problems(
         if field in form.fields and field in djangos:
             continue  # Django's own message for the field says it already
         text = f"{human_path(problem.path)}: {problem.message}"
+        # on the field that is exactly the key, the key's path says nothing more
+        exact = problem.path == field or (aliases or {}).get(problem.path) == field
         if field in form.fields:
-            form.add_error(field, text if problem.path != field else problem.message)
+            form.add_error(field, problem.message if exact else text)
         else:
             form.add_error(None, text)
 
@@ -565,15 +542,43 @@ class ComboForm(forms.ModelForm):
         _clean, check = services.check_combo(data, index, previous_name=previous)
         aliases.update(targets="targets_text", config="config_text")
         add_problems(self, check.problems, aliases)
-        cells = target_cell_errors(check.problems)
-        if cells:  # the editor marks these cells (combo_editor.js)
-            self.fields["targets_text"].widget.attrs["data-cell-errors"] = json.dumps(
-                cells
-            )
+        mark_bad_cells(self.fields["targets_text"], check.problems)
         self.config_data, self.warnings = data, check.warnings
         if not check.problems:
             require_shadow_confirmation(self, check.warnings, previous_name=previous)
         return cleaned
+
+
+#: a target's key -> the targets editor's column that holds it
+_TARGET_CELLS = {
+    "model": "target",
+    "combo": "target",
+    "connection": "connection",
+    "weight": "weight",
+    "timeout_ms": "timeout_ms",
+}
+_TARGET_PATH = re.compile(r"targets\[(\d+)\](?:\.(\w+))?")
+
+
+def mark_bad_cells(field: forms.Field, problems: list[Problem]) -> None:
+    """Tell the targets editor which cell each target problem is about (row from 1,
+    its column, the message), so it marks that cell alone (issue #15)."""
+    cells = []
+    for problem in problems:
+        found = _TARGET_PATH.match(problem.path)
+        if found is None:
+            continue
+        cells.append(
+            {
+                "row": int(found.group(1)) + 1,
+                "cell": _TARGET_CELLS.get(found.group(2) or "", "target"),
+                "message": problem.message,
+            }
+        )
+    if cells:
+        field.widget.attrs["data-bad-cells"] = json.dumps(cells)
+    else:
+        field.widget.attrs.pop("data-bad-cells", None)
 
 
 #: The "Strategy options" fieldset, in declaration order.

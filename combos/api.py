@@ -22,7 +22,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from combos import services
+from combos import change_history, services
 from combos.api_errors import problems_response
 from combos.config_export import _connection, _key, _model, _proxy
 from combos.models import (
@@ -125,8 +125,14 @@ class ConfigViewSet(viewsets.ViewSet):
         bad = unstorable_path(data)
         if bad is not None:  # a 400 naming it, not a database error
             return problems_response([Problem(bad, UNSTORABLE_MESSAGE)])
+        before = None if instance is None else change_history.snapshot(instance)
         try:
-            result = self.save(dict(data), instance)
+            with transaction.atomic():
+                result = self.save(dict(data), instance)
+                # the History page of the row shows the edit, field by field
+                change_history.record_one(
+                    self.request.user, change_history.REST_API, result.instance, before
+                )
         except services.ConfigInvalid as exc:
             return problems_response(exc.problems)
         body = self._out(result.instance)
@@ -152,8 +158,14 @@ class ConfigViewSet(viewsets.ViewSet):
         return self._write(merged, instance, status.HTTP_200_OK)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:
+        instance = self._get(pk)
+        text, key = str(instance), instance.pk
         try:
-            self.remove(self._get(pk))
+            with transaction.atomic():
+                self.remove(instance)
+                change_history.record_deletion(
+                    request.user, change_history.REST_API, self.model, key, text
+                )
         except services.ComboInUse as exc:
             return problems_response([Problem("", str(exc))], status=409)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from django.db import transaction
 
-from combos import services
+from combos import change_history, services
 from combos.combo_validation import reference_problem
 from combos.config_apply import ImportReport, apply_plan
 from combos.config_prune import prune_problems
@@ -367,14 +367,24 @@ def _graph_check(
                 )
 
 
-def import_config(text: str, *, prune: bool = False) -> ImportReport:
-    """Validate, then apply in one transaction; raises ``ConfigFileError``."""
+def import_config(text: str, *, prune: bool = False, user: Any = None) -> ImportReport:
+    """Validate, then apply in one transaction; raises ``ConfigFileError``.
+
+    Each row added, changed or deleted is logged in its History as a
+    ``config import`` by ``user`` (the ``config-import`` user when None)."""
     plan = plan_import(text, prune=prune)
     if plan.problems:
         raise ConfigFileError(plan.problems)
     with transaction.atomic():
+        before = change_history.snapshot_all()
         report = apply_plan(plan.data, prune=prune)
         report.warnings = plan.warnings
         if report.changed:
             services.bump_config_revision()
+            change_history.record(
+                user if user is not None else change_history.import_user(),
+                change_history.CONFIG_IMPORT,
+                before,
+                change_history.snapshot_all(),
+            )
     return report

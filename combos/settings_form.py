@@ -180,9 +180,11 @@ def initial_values(data: dict[str, Any]) -> dict[str, Any]:
         source = data.get(group, {}) if group else data
         if isinstance(source, dict) and leaf in source:
             value = source[leaf]
-            initial[name] = (
-                ("true" if value else "false") if isinstance(value, bool) else value
-            )
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, float) and value.is_integer():
+                value = int(value)  # typed 12, shown as 12 again, not 12.0
+            initial[name] = value
     return initial
 
 

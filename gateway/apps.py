@@ -15,3 +15,6 @@ class GatewayConfig(AppConfig):
         # issue #15: the console's own names (the theme's header is in settings.UNFOLD)
         admin.site.site_header = admin.site.site_title = "OmniRoute"
         admin.site.index_title = "Dashboard"
+        from gateway.ops import admin_display
+
+        admin_display.install()  # one time format, no raw null

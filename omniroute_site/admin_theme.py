@@ -208,6 +208,13 @@ UNFOLD: dict[str, Any] = {
     "SITE_HEADER": "OmniRoute",
     "SITE_SUBHEADER": "LLM routing gateway",
     "SITE_SYMBOL": "route",
+    "SITE_FAVICONS": [
+        {
+            "rel": "icon",
+            "type": "image/svg+xml",
+            "href": lambda request: static("omniroute/favicon.svg"),
+        }
+    ],
     "SITE_URL": "/",
     "SHOW_VIEW_ON_SITE": False,
     "SHOW_HISTORY": True,

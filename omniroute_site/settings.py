@@ -345,7 +345,10 @@ UNFOLD = admin_theme.UNFOLD
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "telemetry.sanitize.RedactingFilter"}},
+    "filters": {
+        "redact": {"()": "telemetry.sanitize.RedactingFilter"},
+        "forbidden_one_line": {"()": "omniroute_site.log_filters.ForbiddenInOneLine"},
+    },
     "formatters": {
         "line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
@@ -363,6 +366,7 @@ LOGGING = {
         # gets the filter on the logger, before the record reaches them.
         # (uvicorn.access keeps its own handler: telemetry.apps adds its filter)
         "uvicorn.error": {"filters": ["redact"]},
+        "django.request": {"filters": ["forbidden_one_line"]},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
         "channels_redis": {"level": "WARNING"},

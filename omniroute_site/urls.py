@@ -121,6 +121,7 @@ urlpatterns = [
     # spec 01 "All JSON": an unknown API path is a JSON 404, never Django's HTML page
     re_path(r"^(?:api|chat|v1)/(?P<rest>.*)$", csrf_exempt(views.v1_not_found)),
     path("", csrf_exempt(views.service_view), name="service"),
+    path("favicon.ico", views.favicon_view, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics_view, name="metrics"),

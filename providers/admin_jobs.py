@@ -32,6 +32,12 @@ logger = logging.getLogger(__name__)
 
 RUN_JOB_PERMISSION = "telemetry.run_job"  # spec 06 §3.1
 MESSAGE_PREVIEW_CHARS = 120
+#: the Jobs page cuts a message to about a line of its column (the rest expands)
+JOBS_PAGE_PREVIEW_CHARS = 70
+
+
+def _preview(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
 
 def _counts_text(counts: Any) -> str:
@@ -79,10 +85,7 @@ class JobRunAdmin(ModelAdmin):
 
     @admin.display(description="message")
     def message_preview(self, obj: JobRun) -> str:
-        text = obj.message or ""
-        if len(text) <= MESSAGE_PREVIEW_CHARS:
-            return text
-        return text[:MESSAGE_PREVIEW_CHARS] + "…"
+        return _preview(obj.message or "", MESSAGE_PREVIEW_CHARS)
 
     def get_urls(self) -> list[URLPattern]:
         jobs = path(
@@ -111,6 +114,8 @@ class JobRunAdmin(ModelAdmin):
             {
                 "name": status.spec.name,
                 "schedule": status.schedule,
+                # an interval in seconds reads "every 600 s", a crontab as written
+                "every": isinstance(status.schedule, int),
                 "run": status.last_run,
                 "outcome": (status.last_run.outcome or "running")
                 if status.last_run
@@ -120,6 +125,11 @@ class JobRunAdmin(ModelAdmin):
                 if status.last_run
                 else "",
                 "next_due": status.next_due,
+                "message_preview": _preview(
+                    status.last_run.message or "", JOBS_PAGE_PREVIEW_CHARS
+                )
+                if status.last_run
+                else "",
             }
             for status in job_statuses(timezone.now())
         ]

@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class ProvidersConfig(AppConfig):
     name = "providers"
-    verbose_name = "Providers"
+    verbose_name = "Upstreams"  # as the sidebar groups it; not "Providers › Providers"
 
     def ready(self) -> None:
         from providers import (

@@ -12,7 +12,9 @@ compared by value, held in memory only).  A request finds it fresh and uses it; 
 ``REFRESH_MARGIN_S`` of its expiry it still uses it and starts one background refresh;
 past its expiry (or never minted) it waits for one mint, shared by every request that
 arrives meanwhile on the same event loop.  A failed background refresh is logged and
-retried by the next request; a failed mint fails the attempt as
+retried by the next request; a minted credential the upstream refuses (401/403) is
+dropped (``refused``), so the next attempt mints anew, while that attempt still
+counts as an auth failure; a failed mint fails the attempt as
 ``CredentialUnavailable`` (``auth`` when the credential was refused, else
 ``connection_error``), never with the secret in its message.
 """
@@ -175,6 +177,21 @@ async def _refresh(
     except CredentialUnavailable as exc:
         entry.refreshing = False  # the next request tries again
         logger.warning("refreshing a %s credential failed: %s", auth.kind, exc)
+
+
+def refused(auth: Auth, used: Auth) -> bool:
+    """The upstream refused (401/403) ``used``, minted for ``auth``: the cached
+    entry goes, so the next attempt mints anew instead of resending a token the
+    upstream no longer takes until its own expiry.  An entry minted since (another
+    request's fresh token) stays.  True when an entry was dropped."""
+    if not needs_minting(auth):
+        return False
+    key = _key(auth)
+    entry = _cache.get(key)
+    if entry is None or entry.minted.auth is not used:
+        return False
+    del _cache[key]
+    return True
 
 
 def forget() -> None:

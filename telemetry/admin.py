@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.html import format_html
 from unfold.admin import ModelAdmin, TabularInline
 
 from providers.models import Provider
@@ -49,6 +50,9 @@ class ReadOnlyAdmin(ModelAdmin):
 
 
 class AttemptInline(TabularInline):
+    """A request's attempts on its page; folded to fit the page's box at 1440 px
+    (result with reason and detail, latency with TTFT, tokens, flags in words)."""
+
     model = AttemptLog
     extra = 0
     can_delete = False
@@ -57,24 +61,61 @@ class AttemptInline(TabularInline):
         "target",
         "slot",
         "via",
-        "result",
-        "reason",
-        "detail",
+        "result_shown",
         "http_status",
-        "latency_ms",
-        "ttft_ms",
-        "prompt_tokens",
-        "completion_tokens",
+        "latency_shown",
+        "tokens_shown",
         "cost_usd",
-        "billable",
-        "passthrough",
-        "dropped",
+        "flags_shown",
         "error_message",
     )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="result")
+    def result_shown(self, obj: AttemptLog) -> str:
+        why = " · ".join(part for part in (obj.reason, obj.detail) if part)
+        if not why:
+            return str(obj.result)
+        return format_html('{}<br><span class="omr-muted">{}</span>', obj.result, why)
+
+    @admin.display(description="latency")
+    def latency_shown(self, obj: AttemptLog) -> str:
+        if obj.latency_ms is None:
+            return "—"
+        if obj.ttft_ms is None:
+            return f"{obj.latency_ms} ms"
+        return f"{obj.latency_ms} ms (TTFT {obj.ttft_ms})"
+
+    @admin.display(description="tokens")
+    def tokens_shown(self, obj: AttemptLog) -> str:
+        if obj.prompt_tokens is None and obj.completion_tokens is None:
+            return "—"
+        return f"{obj.prompt_tokens or 0} + {obj.completion_tokens or 0}"
+
+    @admin.display(description="flags")
+    def flags_shown(self, obj: AttemptLog) -> str:
+        flags = [
+            name
+            for name, on in (
+                ("billable", obj.billable),
+                ("passthrough", obj.passthrough),
+            )
+            if on
+        ]
+        if obj.dropped:
+            flags.append("dropped " + ", ".join(map(str, obj.dropped)))
+        return ", ".join(flags) or "—"
+
+
+#: the status badge's colour on the request log list
+_STATUS_TONE: dict[str, str] = {
+    RequestLog.Status.SUCCESS: "omr-ok",
+    RequestLog.Status.REFUSED: "omr-warn",
+    RequestLog.Status.CLIENT_CLOSED: "omr-info",
+}
 
 
 # -- list filters that cost no scan of the log (issue #15: the request log page) ----
@@ -185,20 +226,17 @@ def provider_filter(field: str) -> type[admin.SimpleListFilter]:
 
 @admin.register(RequestLog)
 class RequestLogAdmin(ReadOnlyAdmin):
+    # fits 1440 px: requested -> served with the route under it, one outcome column
+    # (status, HTTP status, reason), latency with its TTFT; the rest is on the row
     list_display = (
         "created_at",
-        "api_key_prefix",
+        "key_shown",
         "endpoint",
-        "requested_model",
-        "route",
-        "served_model",
-        "status",
-        "http_status",
-        "reason",
-        "attempt_count",
-        "latency_ms",
-        "ttft_ms",
-        "cost_usd",
+        "models_shown",
+        "outcome_shown",
+        "attempts_shown",
+        "latency_shown",
+        "cost_shown",
     )
     list_filter = (
         since_filter("created_at"),
@@ -221,6 +259,52 @@ class RequestLogAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     list_per_page = 50
     inlines = (AttemptInline,)
+
+    @admin.display(description="key", ordering="api_key_prefix")
+    def key_shown(self, obj: RequestLog) -> str:
+        return obj.api_key_prefix or "—"
+
+    @admin.display(description="attempts", ordering="attempt_count")
+    def attempts_shown(self, obj: RequestLog) -> int:
+        return obj.attempt_count
+
+    @admin.display(description="cost (USD)", ordering="cost_usd")
+    def cost_shown(self, obj: RequestLog) -> str:
+        return "—" if obj.cost_usd is None else f"{obj.cost_usd:.6f}"
+
+    @admin.display(description="requested → served", ordering="requested_model")
+    def models_shown(self, obj: RequestLog) -> str:
+        served = obj.served_model or "—"
+        if served == obj.requested_model:
+            served = "same"
+        return format_html(
+            '{} → {}<br><span class="omr-muted">{}</span>',
+            obj.requested_model or "—",
+            served,
+            obj.route or "—",
+        )
+
+    @admin.display(description="outcome", ordering="http_status")
+    def outcome_shown(self, obj: RequestLog) -> str:
+        return format_html(
+            '<span class="omr-badge {}">{} {}</span>{}',
+            _STATUS_TONE.get(obj.status, "omr-bad"),
+            obj.get_status_display(),
+            obj.http_status,
+            format_html('<br><span class="omr-muted">{}</span>', obj.reason)
+            if obj.reason
+            else "",
+        )
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency_shown(self, obj: RequestLog) -> str:
+        if obj.ttft_ms is None:
+            return f"{obj.latency_ms} ms"
+        return format_html(
+            '{} ms<br><span class="omr-muted">TTFT {} ms</span>',
+            obj.latency_ms,
+            obj.ttft_ms,
+        )
 
 
 @admin.register(AttemptLog)
@@ -359,6 +443,11 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+def _target(provider: str, model: str, connection: str | None) -> str:
+    """One column for the three keys (the list fits 1440 px)."""
+    return f"{provider}/{model}@{connection}" if connection else f"{provider}/{model}"
+
+
 def _dash(value: Any) -> Any:
     return "—" if value is None else value
 
@@ -368,9 +457,7 @@ class ReliabilityStatAdmin(ReadOnlyAdmin):
     """The 24 h statistics the auto engine scores with (spec 06 §3.4, §4.1)."""
 
     list_display = (
-        "provider",
-        "model",
-        "connection",
+        "target_shown",
         "samples",
         "failures",
         "shown_reliability",
@@ -383,6 +470,10 @@ class ReliabilityStatAdmin(ReadOnlyAdmin):
     list_filter = ("provider", "connection")
     search_fields = ("provider", "model", "connection")
     ordering = ("provider", "model", "connection")
+
+    @admin.display(description="provider/model@connection", ordering="provider")
+    def target_shown(self, obj: ReliabilityStat) -> str:
+        return _target(obj.provider, obj.model, obj.connection)
 
     @admin.display(description="reliability", ordering="reliability")
     def shown_reliability(self, obj: ReliabilityStat) -> Any:
@@ -409,17 +500,30 @@ class ReliabilityStatAdmin(ReadOnlyAdmin):
 class UsageHourlyAdmin(ReadOnlyAdmin):
     list_display = (
         "hour",
-        "provider",
-        "model",
-        "connection",
+        "target_shown",
         "attempts",
         "failures",
-        "p95_latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
-        "cost_usd",
+        "p95_shown",
+        "tokens_shown",
+        "cost_shown",
         "computed_at",
     )
     list_filter = ("provider",)
     date_hierarchy = "hour"
     ordering = ("-hour", "provider", "model")
+
+    @admin.display(description="provider/model@connection", ordering="provider")
+    def target_shown(self, obj: UsageHourly) -> str:
+        return _target(obj.provider, obj.model, obj.connection)
+
+    @admin.display(description="p95 ms", ordering="p95_latency_ms")
+    def p95_shown(self, obj: UsageHourly) -> Any:
+        return _dash(obj.p95_latency_ms)
+
+    @admin.display(description="tokens (prompt + completion)")
+    def tokens_shown(self, obj: UsageHourly) -> str:
+        return f"{obj.prompt_tokens} + {obj.completion_tokens}"
+
+    @admin.display(description="cost (USD)", ordering="cost_usd")
+    def cost_shown(self, obj: UsageHourly) -> str:
+        return "—" if obj.cost_usd is None else f"{obj.cost_usd:.6f}"

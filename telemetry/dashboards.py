@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -19,12 +20,14 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from gateway.templatetags.omr import omr_time
 from telemetry import charts
 from telemetry.overview import (
     DEFAULT_PERIOD,
     PERIODS,
     SAMPLE_ROWS,
     TABLE_ROWS,
+    Bucket,
     Filters,
     Overview,
     UsageRow,
@@ -97,7 +100,8 @@ def _usd_axis(value: float) -> str:
 def overview_charts(overview: Overview) -> list[Chart]:
     buckets = overview.buckets
     labels = [b.label for b in buckets]
-    first_column = "Hour (UTC)" if overview.period.unit == "hour" else "Day (UTC)"
+    first_column, when = _time_column(overview)
+    newest_first = buckets[::-1]  # the recent minutes (an incident) on top
     traffic = charts.multi_line_chart(
         labels,
         [
@@ -144,8 +148,8 @@ def overview_charts(overview: Overview) -> list[Chart]:
             svg=traffic,
             columns=(first_column, "Requests", "Successful", "Success rate"),
             rows=tuple(
-                (b.long_label, str(b.requests), str(b.ok), fmt_pct(b.success_pct))
-                for b in buckets
+                (when(b), str(b.requests), str(b.ok), fmt_pct(b.success_pct))
+                for b in newest_first
             ),
         ),
         Chart(
@@ -154,8 +158,8 @@ def overview_charts(overview: Overview) -> list[Chart]:
             svg=latency,
             columns=(first_column, "p95 latency (ms)", "p95 TTFT (ms)"),
             rows=tuple(
-                (b.long_label, fmt_int(b.p95_latency_ms), fmt_int(b.p95_ttft_ms))
-                for b in buckets
+                (when(b), fmt_int(b.p95_latency_ms), fmt_int(b.p95_ttft_ms))
+                for b in newest_first
             ),
         ),
         Chart(
@@ -163,9 +167,18 @@ def overview_charts(overview: Overview) -> list[Chart]:
             title="Cost (USD, charged to keys)",
             svg=cost,
             columns=(first_column, "Cost (USD)"),
-            rows=tuple((b.long_label, fmt_usd(b.cost)) for b in buckets),
+            rows=tuple((when(b), fmt_usd(b.cost)) for b in newest_first),
         ),
     ]
+
+
+def _time_column(overview: Overview) -> tuple[str, Callable[[Bucket], str]]:
+    """The data tables' first column: a minute or an hour is the console's time
+    element (the browser's local time, with seconds); a day is a UTC date."""
+    unit = overview.period.unit
+    if unit == "day":
+        return "Day (UTC)", lambda bucket: bucket.long_label
+    return unit.capitalize(), lambda bucket: omr_time(bucket.start)
 
 
 def _latency_basis(overview: Overview) -> str:

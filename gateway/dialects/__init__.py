@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from gateway.dialects.anthropic import UNSENT as ANTHROPIC_UNSENT
 from gateway.dialects.anthropic import AnthropicDialect
 from gateway.dialects.azure import AzureDialect, AzureResponsesDialect
 from gateway.dialects.base import (
@@ -25,8 +26,11 @@ from gateway.dialects.base import (
 )
 from gateway.dialects.bedrock import BedrockDialect
 from gateway.dialects.bedrock import unsent as bedrock_unsent
+from gateway.dialects.carry import Carry, Odd, odd_elements
+from gateway.dialects.gemini import UNSENT as GEMINI_UNSENT
 from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
+from gateway.dialects.openai_responses import UNSENT as RESPONSES_UNSENT
 from gateway.dialects.openai_responses import (
     MockResponsesDialect,
     OpenAIResponsesDialect,
@@ -76,17 +80,36 @@ def model_wire(kind: str, model_id: str) -> str | None:
     return pick(model_id) if pick is not None else None
 
 
-#: kind -> the paths of a canonical body its translation leaves out, where that
-#: depends on the body's content (Bedrock's image URLs; spec 09 §2.6)
-_UNSENT: Mapping[str, Callable[[JSON], tuple[str, ...]]] = MappingProxyType(
-    {"bedrock": bedrock_unsent}
+#: translating dialect -> the paths of a canonical body its translation leaves out
+#: (spec 09 §2.6; ``gateway.dialects.carry``); a dialect of the Chat Completions
+#: wire carries the body as it is, so it has none
+_UNSENT: Mapping[type, Carry] = MappingProxyType(
+    {
+        AnthropicDialect: ANTHROPIC_UNSENT,
+        VertexAnthropicDialect: ANTHROPIC_UNSENT,
+        GeminiDialect: GEMINI_UNSENT,
+        VertexDialect: GEMINI_UNSENT,
+        BedrockDialect: bedrock_unsent,
+        OpenAIResponsesDialect: RESPONSES_UNSENT,
+        AzureResponsesDialect: RESPONSES_UNSENT,
+        MockResponsesDialect: RESPONSES_UNSENT,
+    }
 )
 
 
-def unsent(dialect: Dialect, body: JSON) -> tuple[str, ...]:
-    """What ``dialect``'s translation of the canonical ``body`` cannot carry."""
-    left_out = _UNSENT.get(dialect.kind)
-    return left_out(body) if left_out is not None else ()
+def carry_of(dialect: Dialect) -> Carry | None:
+    """What ``dialect``'s translation carries; None: the canonical body as it is."""
+    return _UNSENT.get(type(dialect))
+
+
+def unsent(
+    dialect: Dialect, body: JSON, odd: tuple[Odd, ...] | None = None
+) -> tuple[str, ...]:
+    """What ``dialect``'s translation of the canonical ``body`` cannot carry (the
+    empty tuple when it carries everything); ``odd``: ``odd_elements(body)``, read
+    once per request by a caller that asks for several dialects."""
+    carry = _UNSENT.get(type(dialect))
+    return carry(body, odd) if carry is not None else ()
 
 
 def wires_of(kind: str) -> tuple[str, ...]:
@@ -109,13 +132,16 @@ __all__ = [
     "REGISTRY",
     "WIRES",
     "BadUpstreamResponse",
+    "Carry",
     "Dialect",
     "StreamErrorEvent",
     "StreamTranslator",
     "UpstreamCall",
+    "carry_of",
     "dialect_for",
     "dialect_of",
     "model_wire",
+    "odd_elements",
     "unsent",
     "wires_of",
 ]

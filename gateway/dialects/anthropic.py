@@ -27,9 +27,15 @@ base URL without a path):
    below ``max_tokens``, and ``temperature``/``top_k`` (which thinking refuses) are
    left out then.
 
-Everything else is dropped, notably ``response_format`` (Anthropic has no JSON mode;
-the instructions in the prompt still apply), ``n``, ``logprobs``, ``seed``,
-penalties and non-text, non-image content parts.
+Left out of the attempt and named (``UNSENT``, spec 09 §2.6), when the client set
+them to a value that asks for something: ``response_format`` (Anthropic has no JSON
+mode; the instructions in the prompt still apply), ``n`` above 1, ``seed``,
+``presence_penalty``/``frequency_penalty`` other than 0, ``logprobs``,
+``top_logprobs``, ``logit_bias``, legacy ``functions``, ``web_search_options``,
+``audio``/``modalities``, ``verbosity``; content parts other than text and images
+(``messages[i].content[j]``; in system and tool messages, anything but text), tools
+other than functions (``tools[i]``).  Fields that change nothing in the answer
+(``metadata``, ``store``, ``service_tier``, ...) are left out silently.
 
 Reply: text blocks are joined into ``content`` (``None`` when the reply is only tool
 calls), ``tool_use`` blocks become ``tool_calls``, ``thinking`` blocks become
@@ -48,6 +54,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -58,12 +65,21 @@ from gateway.dialects.base import (
     BadUpstreamResponse,
     CredentialShape,
     EventDecoder,
+    NoEmbeddings,
     StreamErrorEvent,
     UpstreamCall,
     endpoint_url,
     sse_decoder,
 )
+from gateway.dialects.carry import (
+    OPENAI_ONLY,
+    SAMPLING_EXTRAS,
+    Carry,
+    not_text_format,
+    text_or,
+)
 from gateway.dialects.openai import model_ids
+from gateway.dialects.tool_ids import ANTHROPIC_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
@@ -178,11 +194,15 @@ def _turn(message: JSON) -> tuple[str, list[JSON]] | None:
     """A non-system OpenAI message -> (Anthropic role, blocks), None when unknown."""
     role = message.get("role")
     if role == "tool":
-        result = {
+        text = text_of(message.get("content"), "\n\n")
+        result: JSON = {
             "type": "tool_result",
             "tool_use_id": str(message.get("tool_call_id") or ""),
-            "content": text_of(message.get("content"), "\n\n"),
+            "content": text,
         }
+        if message.get("is_error") is True:  # a Messages client's failed result
+            result["is_error"] = True
+            result["content"] = "" if text == "Error" else text.removeprefix("Error: ")
         return "user", [result]
     if role == "assistant":
         blocks = _content_blocks(message.get("content"))
@@ -322,9 +342,23 @@ def _thinking(upstream: JSON, effort: Any) -> None:
         upstream.pop("top_p")
 
 
+#: what ``build_messages_body`` cannot carry, named per attempt (spec 09 §2.6): the
+#: fields Anthropic has no counterpart for, parts other than text and images, images
+#: and files outside user and assistant turns, tools other than functions
+UNSENT = Carry(
+    fields=MappingProxyType(
+        {**OPENAI_ONLY, **SAMPLING_EXTRAS, "response_format": not_text_format}
+    ),
+    part=text_or(frozenset({"image_url"})),
+)
+
+
 def build_messages_body(body: JSON, *, model: str, stream: bool) -> JSON:
     """An OpenAI chat request -> an Anthropic Messages request (a new dict)."""
-    system, messages = _translate_messages(body.get("messages"))
+    # ids another upstream made may break Anthropic's pattern (tool_ids)
+    system, messages = _translate_messages(
+        fit_messages(body.get("messages"), ANTHROPIC_IDS)
+    )
     upstream: JSON = {"model": model, "messages": messages}
     if system:
         upstream["system"] = _render_system(system)
@@ -576,7 +610,7 @@ class AnthropicStreamTranslator:
         return [self._chunk({}, map_stop_reason(stop_reason))]
 
 
-class AnthropicDialect:
+class AnthropicDialect(NoEmbeddings):
     kind = "anthropic"
     label = "Anthropic Messages"
     needs_base_url = True
@@ -587,7 +621,6 @@ class AnthropicDialect:
     surfaces = frozenset({"messages"})
     wire = "chat"
     counts_tokens = True
-    embeddings = False
     credentials: CredentialShape = API_KEY
 
     def build_request(
@@ -648,17 +681,6 @@ class AnthropicDialect:
             passthrough=True,
         )
 
-    def embeddings_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("Anthropic has no embeddings API")
-
     def count_tokens_request(
         self,
         *,
@@ -687,9 +709,6 @@ class AnthropicDialect:
             passthrough=True,
             operation="count_tokens",
         )
-
-    def parse_embeddings(self, payload: Any) -> JSON:
-        raise BadUpstreamResponse("Anthropic has no embeddings API")
 
     def list_models_request(
         self, *, base_url: str, api_key: str | None, auth: Auth | None = None

@@ -208,6 +208,9 @@ class Dialect(Protocol):
     wire: str
     #: answers embeddings requests (spec 09 §5.2: else a ``capability_mismatch``)
     embeddings: bool
+    #: takes embeddings inputs given as token ids (OpenAI's ``input: [[1, 2]]``);
+    #: else such a request skips it as a ``capability_mismatch`` on ``input``
+    embeddings_token_ids: bool
     #: counts a Messages prompt's tokens itself (spec 09 §4.5)
     counts_tokens: bool
     #: the credential its connections hold (spec 10 §3)
@@ -301,8 +304,12 @@ class Dialect(Protocol):
         holds none."""
         ...
 
-    def parse_embeddings(self, payload: Any) -> JSON:
-        """A parsed 2xx embeddings body -> the OpenAI embeddings list object.
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
+        """A parsed 2xx embeddings body -> the OpenAI embeddings list object
+        (``headers``: the reply's, where a kind reports the usage there, as
+        Bedrock's ``X-Amzn-Bedrock-Input-Token-Count``).
 
         Raises ``BadUpstreamResponse`` when it holds no vectors."""
         ...
@@ -319,3 +326,74 @@ class Dialect(Protocol):
         the reply's, where a kind names the error there, as Bedrock's
         ``x-amzn-errortype``)."""
         ...
+
+
+# --- operations a dialect does not serve ----------------------------------------------
+#
+# A dialect mixes in one of these per operation its upstream has no counterpart for:
+# the declaration (``surfaces``, ``embeddings``, ``counts_tokens``) and the method the
+# pipeline then never calls come together, so they cannot disagree.
+
+
+class NoPassthrough:
+    """No client wire is the upstream's own: every attempt translates (09 §2.5)."""
+
+    label: str
+    surfaces: frozenset[str] = frozenset()
+
+    def passthrough_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        stream: bool,
+        forward: tuple[tuple[str, str], ...],
+        surface: str = "chat",
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        raise NotImplementedError(f"no client wire is {self.label}'s own")
+
+
+class NoEmbeddings:
+    """The upstream has no embeddings API (09 §5.2: a ``capability_mismatch``)."""
+
+    label: str
+    embeddings: bool = False
+    embeddings_token_ids: bool = False
+
+    def embeddings_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        raise NotImplementedError(f"{self.label} has no embeddings API")
+
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
+        raise BadUpstreamResponse(f"{self.label} has no embeddings API")
+
+
+class NoCountTokens:
+    """The upstream counts no tokens (09 §4.5: the gateway estimates)."""
+
+    label: str
+    counts_tokens: bool = False
+
+    def count_tokens_request(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        body: JSON,
+        forward: tuple[tuple[str, str], ...],
+        auth: Auth | None = None,
+    ) -> UpstreamCall:
+        raise NotImplementedError(f"{self.label} counts no tokens")

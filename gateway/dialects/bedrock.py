@@ -20,11 +20,18 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
 2. Every other message becomes a ``messages`` turn, role ``user`` or ``assistant``,
    of content blocks: ``text``; images from ``data:`` URLs as ``image`` blocks
    (``format`` from the media type: png, jpeg, gif, webp; Bedrock takes no image
-   URL, so other URLs and other formats are dropped and named: ``unsent``, spec 09
-   §2.6); an assistant's ``tool_calls`` as ``toolUse``
+   URL, so other URLs and other formats are left out and named, below); files
+   from ``data:`` URLs (a Messages ``document``, a Responses ``input_file``) as
+   ``document`` blocks (``format`` from the media type: pdf, csv, doc, docx, xls,
+   xlsx, html, txt, md; ``name`` from the file name in the characters Converse
+   allows plus 8 hex of the data's digest, ``document_name``; file ids and other
+   formats are named, below); audio is named too; an assistant's ``tool_calls`` as
+   ``toolUse``
    blocks (arguments that are not a JSON object become ``{}``); a ``tool`` message
    as a ``toolResult`` block in a user turn (its text; ``{"json": {}}`` when empty,
-   since Bedrock refuses an empty text).  A part with a ``cache_control`` marker
+   since Bedrock refuses an empty text; a message flagged ``is_error``, a Messages
+   client's failed ``tool_result``, gets ``status: "error"`` and its text without
+   the ``Error:`` prefix the flag repeats).  A part with a ``cache_control`` marker
    is followed by a ``cachePoint`` block (in ``system`` too): the prompt up to it
    is cached.
 3. Consecutive turns of one role are merged (Bedrock requires alternation); empty
@@ -34,14 +41,27 @@ Request (canonical OpenAI chat body -> ``ConverseRequest``):
    parameters, an empty object schema when none); ``tool_choice`` ``auto`` ->
    ``{"auto": {}}``, ``required`` -> ``{"any": {}}``, a named function ->
    ``{"tool": {"name"}}``, ``none`` -> no ``toolChoice`` (Bedrock has no "none" and
-   needs ``toolConfig`` whenever the turns hold tool blocks).
+   needs ``toolConfig`` whenever the turns hold tool blocks).  A request with tool
+   blocks in its turns and no ``tools`` still gets a ``toolConfig``: one tool per
+   name called in the history (an empty object schema, a description saying it is
+   not offered for new calls), since Bedrock refuses tool blocks without one and
+   turning the history into text would lose which result answers which call.
 5. ``inferenceConfig``: ``maxTokens`` (``max_completion_tokens``, else
    ``max_tokens``), ``temperature``, ``topP``, ``stopSequences`` (``stop``);
    ``top_k`` goes in ``additionalModelRequestFields`` (the name Anthropic's and
    Cohere's models take on Bedrock).
 
-Dropped: ``response_format``, ``reasoning_effort``, ``n``, ``seed``, penalties,
-``logprobs``, ``user``, ``parallel_tool_calls`` and everything else not named above.
+Left out of the attempt and named (``unsent``, spec 09 §2.6), when the client set
+them to a value that asks for something: ``response_format`` (other than text),
+``reasoning_effort`` (other than ``none``), ``n`` above 1, ``seed``,
+``presence_penalty``/``frequency_penalty`` other than 0, ``logprobs``,
+``top_logprobs``, ``logit_bias``, ``parallel_tool_calls: false`` and
+``tool_choice: "none"`` (Converse has neither), legacy ``functions``,
+``web_search_options``, ``audio``/``modalities``, ``verbosity``; content parts
+other than text and the images above (``messages[i].content[j]``; in system and
+tool messages, anything but text), tools other than functions (``tools[i]``).
+Fields that change nothing in the answer (``user``, ``metadata``, ``store``,
+``service_tier``, ...) are left out silently.
 
 Reply (Converse gives no id: neither completions nor stream chunks carry one, so the
 gateway's request id applies, unique per request):
@@ -76,16 +96,21 @@ Embeddings: ``/model/{modelId}/invoke``.  A Cohere model (``cohere.…``) gets
 ["float"]``); any other (Titan) ``{"inputText": text}`` with ``dimensions`` and
 ``normalize: true`` when ``dimensions`` is given.  Titan embeds one text per call:
 a request of several inputs is sent as a list and refused by Bedrock (400,
-``invalid_request``) rather than split or cut here.
+``invalid_request``) rather than split or cut here.  Usage: ``prompt_tokens`` (and
+``total_tokens``) is Titan's ``inputTextTokenCount``, else the reply header
+``X-Amzn-Bedrock-Input-Token-Count`` (the only count a Cohere reply gives); with
+neither the usage is left out and the gateway records its estimate.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import time
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
@@ -95,9 +120,22 @@ from gateway.dialects.base import (
     BadUpstreamResponse,
     CredentialProblem,
     CredentialShape,
+    NoCountTokens,
+    NoPassthrough,
     StreamErrorEvent,
     UpstreamCall,
 )
+from gateway.dialects.carry import (
+    OPENAI_ONLY,
+    SAMPLING_EXTRAS,
+    TEXT_PARTS,
+    Carry,
+    is_false,
+    is_none_choice,
+    not_none_effort,
+    not_text_format,
+)
+from gateway.dialects.tool_ids import BEDROCK_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import SSEEvent
 from gateway.kernel.text import text_of
@@ -118,6 +156,22 @@ _IMAGE_FORMATS = {
     "image/gif": "gif",
     "image/webp": "webp",
 }
+#: media type -> Converse ``document`` format (the formats Converse names)
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+#: what a Converse document ``name`` may not hold (letters, digits, single spaces,
+#: hyphens, parentheses and square brackets only)
+_NAME_REFUSED = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
+_NAME_MAX_CHARS = 200
 _STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -344,45 +398,112 @@ def signer_for(auth: Auth | None) -> _Signer | None:
 # --- request -------------------------------------------------------------------------
 
 
-def _image_block(part: JSON) -> JSON | None:
+def _image_url(part: JSON) -> Any:
     image = part.get("image_url")
-    url = image.get("url") if isinstance(image, dict) else image
+    return image.get("url") if isinstance(image, dict) else image
+
+
+def _image_format(url: Any) -> tuple[str, int] | None:
+    """The Converse ``format`` of a ``data:`` URL's image and where its data starts,
+    read from the header alone; None when Converse cannot take it (Bedrock takes
+    image bytes only, of the formats it names)."""
     if not isinstance(url, str) or not url.startswith("data:"):
-        return None  # Bedrock takes image bytes only
-    header, comma, payload = url[len("data:") :].partition(",")
-    media_type, *params = header.split(";")
-    fmt = _IMAGE_FORMATS.get(media_type.lower())
-    if not comma or fmt is None:
         return None
-    if "base64" in params:
+    comma = url.find(",")
+    if comma < 0:
+        return None
+    fmt = _IMAGE_FORMATS.get(url[len("data:") : comma].split(";", 1)[0].lower())
+    return (fmt, comma) if fmt is not None else None
+
+
+def _image_block(part: JSON) -> JSON | None:
+    url = _image_url(part)
+    found = _image_format(url)
+    if found is None:
+        return None
+    fmt, comma = found
+    payload = url[comma + 1 :]
+    if "base64" in url[len("data:") : comma].split(";")[1:]:
         data = payload
     else:
         data = base64.b64encode(unquote_to_bytes(payload)).decode("ascii")
     return {"image": {"format": fmt, "source": {"bytes": data}}}
 
 
-def unsent(body: JSON) -> tuple[str, ...]:
-    """The paths of the image parts of ``body``'s messages that Converse cannot
-    carry (a URL that is not ``data:``, a format it does not take): left out of the
-    attempt and named (spec 09 §2.6), in message order."""
-    paths: list[str] = []
-    messages = body.get("messages")
-    for i, message in enumerate(messages if isinstance(messages, list) else ()):
-        if not isinstance(message, dict) or message.get("role") in _SYSTEM_ROLES:
-            continue
-        content = message.get("content")
-        for j, part in enumerate(content if isinstance(content, list) else ()):
-            if (
-                isinstance(part, dict)
-                and part.get("type") == "image_url"
-                and _image_block(part) is None
-            ):
-                paths.append(f"messages[{i}].content[{j}]")
-    return tuple(paths)
+def _file_data(part: JSON) -> tuple[str, str, str] | None:
+    """A ``file`` part's Converse ``format``, its base64 data and its file name,
+    when it is a ``data:`` URL of a format Converse takes (a file id names the
+    client's OpenAI storage: nothing to send)."""
+    file = part.get("file")
+    if not isinstance(file, dict):
+        return None
+    url = file.get("file_data")
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    header, comma, payload = url[len("data:") :].partition(",")
+    media_type, *params = header.split(";")
+    fmt = _DOCUMENT_FORMATS.get(media_type.strip().lower())
+    if not comma or fmt is None:
+        return None
+    if "base64" not in params:
+        payload = base64.b64encode(unquote_to_bytes(payload)).decode("ascii")
+    filename = file.get("filename")
+    return fmt, payload, filename if isinstance(filename, str) else ""
+
+
+def document_name(filename: str, data: str) -> str:
+    """A Converse document ``name``: the file name's stem in the characters
+    Converse allows, and 8 hex of the data's digest, so two documents of one
+    request never share a name (Converse refuses that) and one document keeps its
+    name from turn to turn (a cache point before it stays valid)."""
+    stem = filename.rsplit(".", 1)[0] if "." in filename else filename
+    stem = " ".join(_NAME_REFUSED.sub("-", stem).split()).strip("-") or "document"
+    digest = hashlib.sha256(data.encode("ascii", "replace")).hexdigest()[:8]
+    return f"{stem[: _NAME_MAX_CHARS - 9]}-{digest}"
+
+
+def _document_block(part: JSON) -> JSON | None:
+    found = _file_data(part)
+    if found is None:
+        return None
+    fmt, data, filename = found
+    name = document_name(filename, data)
+    return {"document": {"format": fmt, "name": name, "source": {"bytes": data}}}
+
+
+def _part_sent(part: JSON, text_only: bool) -> bool:
+    """Whether Converse gets a content part: text, and the images and documents it
+    can take in user and assistant turns (system and tool messages are sent as
+    text)."""
+    kind = part.get("type")
+    if kind in TEXT_PARTS:
+        return True
+    if text_only:
+        return False
+    if kind == "image_url":
+        return _image_format(_image_url(part)) is not None
+    return kind == "file" and _file_data(part) is not None
+
+
+#: what ``converse_body`` cannot carry, named per attempt (spec 09 §2.6, module doc)
+unsent = Carry(
+    fields=MappingProxyType(
+        {
+            **OPENAI_ONLY,
+            **SAMPLING_EXTRAS,
+            "response_format": not_text_format,
+            "reasoning_effort": not_none_effort,
+            "parallel_tool_calls": is_false,
+            "tool_choice": is_none_choice,
+        }
+    ),
+    part=_part_sent,
+)
 
 
 def _blocks(content: Any) -> list[JSON]:
-    """OpenAI message content -> Converse content blocks (text and images)."""
+    """OpenAI message content -> Converse content blocks (text, images and
+    documents)."""
     out: list[JSON] = []
     for part in content if isinstance(content, list) else [content]:
         if isinstance(part, str):
@@ -398,6 +519,8 @@ def _blocks(content: Any) -> list[JSON]:
                 block = {"text": text}
         elif kind == "image_url":
             block = _image_block(part)
+        elif kind == "file":
+            block = _document_block(part)
         if block is not None:
             out.append(block)
             if isinstance(part.get("cache_control"), dict):
@@ -435,14 +558,23 @@ def _assistant_blocks(message: JSON) -> list[JSON]:
     return blocks
 
 
+#: what a failed tool result's text starts with in the canonical form (the
+#: Messages wire's ``is_error``, which the message's ``is_error`` flag repeats)
+ERROR_PREFIX = "Error: "
+
+
 def _tool_result(message: JSON) -> JSON:
     text = text_of(message.get("content"), "\n\n")
-    return {
-        "toolResult": {
-            "toolUseId": str(message.get("tool_call_id") or ""),
-            "content": [{"text": text}] if text else [{"json": {}}],
-        }
+    failed = message.get("is_error") is True
+    if failed:  # the status says it; the text is the tool's own
+        text = "" if text == "Error" else text.removeprefix(ERROR_PREFIX)
+    result: JSON = {
+        "toolUseId": str(message.get("tool_call_id") or ""),
+        "content": [{"text": text}] if text else [{"json": {}}],
     }
+    if failed:
+        result["status"] = "error"
+    return {"toolResult": result}
 
 
 def converse_messages(messages: Any) -> tuple[list[JSON], list[JSON]]:
@@ -509,6 +641,37 @@ def _tool_config(tools: Any, choice: Any) -> JSON | None:
     return config
 
 
+#: what a tool declared only for the calls in the history says of itself
+HISTORY_TOOL_DESCRIPTION = (
+    "Called earlier in this conversation; not offered for new calls."
+)
+
+
+def _history_tool_config(turns: list[JSON]) -> JSON | None:
+    """A ``toolConfig`` for a request that declares no tools but whose turns hold
+    tool blocks (Bedrock refuses those turns without one): the names of the calls
+    in the history, each with an empty object schema."""
+    names = [
+        block["toolUse"]["name"]
+        for turn in turns
+        for block in turn["content"]
+        if "toolUse" in block
+    ]
+    if not names:  # results with no call: Bedrock refuses those whatever is sent
+        return None
+    specs = [
+        {
+            "toolSpec": {
+                "name": name,
+                "description": HISTORY_TOOL_DESCRIPTION,
+                "inputSchema": {"json": {"type": "object", "properties": {}}},
+            }
+        }
+        for name in dict.fromkeys(names)
+    ]
+    return {"tools": specs}
+
+
 def inference_config(body: JSON) -> JSON:
     config: JSON = {}
     for key in ("max_completion_tokens", "max_tokens"):
@@ -531,7 +694,9 @@ def inference_config(body: JSON) -> JSON:
 
 def converse_body(body: JSON) -> JSON:
     """A canonical chat request -> a ``ConverseRequest`` body (a new dict)."""
-    system, messages = converse_messages(body.get("messages"))
+    system, messages = converse_messages(
+        fit_messages(body.get("messages"), BEDROCK_IDS)
+    )
     out: JSON = {"messages": messages}
     if system:
         out["system"] = system
@@ -539,6 +704,8 @@ def converse_body(body: JSON) -> JSON:
     if config:
         out["inferenceConfig"] = config
     tool_config = _tool_config(body.get("tools"), body.get("tool_choice"))
+    if tool_config is None:
+        tool_config = _history_tool_config(messages)
     if tool_config is not None:
         out["toolConfig"] = tool_config
     if _number(body.get("top_k")):
@@ -662,9 +829,28 @@ def parse_converse_reply(payload: Any, *, created: int) -> JSON:
     return completion
 
 
-def parse_embed_reply(payload: Any) -> JSON:
+#: the reply header where ``invoke`` reports the input's token count (Cohere's
+#: body has none; Titan's repeats it as ``inputTextTokenCount``)
+INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
+
+
+def _input_tokens(payload: JSON, headers: Mapping[str, str] | None) -> int:
+    """The input token count: Titan's ``inputTextTokenCount``, else the reply's
+    ``X-Amzn-Bedrock-Input-Token-Count`` header; 0 when neither gives one."""
+    tokens = _int(payload.get("inputTextTokenCount"))
+    if tokens:
+        return tokens
+    raw = _header(headers, INPUT_TOKENS_HEADER)
+    try:
+        counted = int(raw.strip()) if raw is not None else 0
+    except ValueError:
+        return 0
+    return max(counted, 0)
+
+
+def parse_embed_reply(payload: Any, headers: Mapping[str, str] | None = None) -> JSON:
     """A Titan (``embedding``) or Cohere (``embeddings``) invoke reply -> the OpenAI
-    embeddings list."""
+    embeddings list; ``headers``: the reply's, for the token count (module doc)."""
     payload = _dict(payload)
     vectors: Any
     if isinstance(payload.get("embedding"), list):
@@ -681,7 +867,7 @@ def parse_embed_reply(payload: Any) -> JSON:
             raise BadUpstreamResponse(f"embeddings reply item {index} is not a vector")
         data.append({"object": "embedding", "index": index, "embedding": vector})
     out: JSON = {"object": "list", "data": data}
-    tokens = _int(payload.get("inputTextTokenCount"))
+    tokens = _input_tokens(payload, headers)
     if tokens:
         out["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
     return out
@@ -924,7 +1110,7 @@ class BedrockStreamTranslator:
 # --- the dialect ----------------------------------------------------------------
 
 
-class BedrockDialect:
+class BedrockDialect(NoPassthrough, NoCountTokens):
     kind = "bedrock"
     label = "Amazon Bedrock"
     #: the endpoint follows from the region (``base_url`` overrides it)
@@ -935,10 +1121,9 @@ class BedrockDialect:
     reasoning_effort = False
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = ()
-    surfaces: frozenset[str] = frozenset()
     wire = "chat"
     embeddings = True
-    counts_tokens = False
+    embeddings_token_ids = False  # text only
     credentials: CredentialShape = BEDROCK_CREDENTIALS
 
     def connection_base_url(self, base_url: str, auth: Auth | None) -> str | None:
@@ -992,20 +1177,6 @@ class BedrockDialect:
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
         return parse_converse_reply(payload, created=created)
 
-    def passthrough_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        stream: bool,
-        forward: tuple[tuple[str, str], ...],
-        surface: str = "chat",
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("no client wire is Bedrock's own")
-
     def embeddings_request(
         self,
         *,
@@ -1021,18 +1192,6 @@ class BedrockDialect:
             auth,
             operation="embeddings",
         )
-
-    def count_tokens_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        forward: tuple[tuple[str, str], ...],
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("Bedrock's Converse has no token count")
 
     def list_models_request(
         self, *, base_url: str, api_key: str | None, auth: Auth | None = None
@@ -1062,8 +1221,10 @@ class BedrockDialect:
     def parse_model_list(self, payload: Any) -> list[str]:
         return model_ids(payload)
 
-    def parse_embeddings(self, payload: Any) -> JSON:
-        return parse_embed_reply(payload)
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
+        return parse_embed_reply(payload, headers)
 
     def stream_translator(
         self, *, created: int, raw: bool = False

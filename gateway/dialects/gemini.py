@@ -33,18 +33,26 @@ Request (canonical OpenAI chat body -> ``GenerateContentRequest``):
    it declares no properties (Gemini rejects an empty object schema);
    ``tool_choice`` -> ``toolConfig.functionCallingConfig`` (``auto`` AUTO, ``none``
    NONE, ``required`` ANY, a named function ANY with ``allowedFunctionNames``), only
-   when tools are sent.  ``parallel_tool_calls`` has no counterpart.
+   when tools are sent.
 5. ``generationConfig``: ``maxOutputTokens`` (``max_completion_tokens``, else
    ``max_tokens``), ``temperature``, ``topP``, ``topK``, ``candidateCount`` (``n``),
-   ``stopSequences`` (``stop``; Gemini takes at most 5), ``seed``,
+   ``stopSequences`` (``stop``; Gemini takes at most 5, the rest are named), ``seed``,
    ``presencePenalty``, ``frequencyPenalty``; ``response_format`` ``json_object`` ->
    ``responseMimeType: application/json``, ``json_schema`` -> that plus
    ``responseSchema``; ``reasoning_effort`` -> ``thinkingConfig`` with a budget by
    level and ``includeThoughts`` (``none`` or an unknown level sends nothing: some
    Gemini models refuse a zero budget).
 
-Dropped: ``user``, ``metadata``, ``logprobs``, ``parallel_tool_calls``,
-``cache_control`` markers, ``service_tier`` and everything else not named above.
+Left out of the attempt and named (``UNSENT``, spec 09 §2.6), when the client set
+them to a value that asks for something: ``logprobs`` and ``top_logprobs``
+(``responseLogprobs`` exists, but the reply's logprobs are not mapped back),
+``logit_bias``, ``parallel_tool_calls: false`` (no counterpart), legacy
+``functions``, ``web_search_options``, ``audio``/``modalities``, ``verbosity``,
+stop sequences past the fifth (``stop[5]``…); content parts other than text,
+images, audio and inline files (``messages[i].content[j]``: a file by id; in system
+and tool messages, anything but text), tools other than functions (``tools[i]``).
+Fields that change nothing in the answer (``user``, ``metadata``, ``store``,
+``service_tier``, ...) and ``cache_control`` markers are left out silently.
 
 Schemas (``gemini_schema``): Gemini's ``Schema`` is an OpenAPI 3.0 subset and rejects
 unknown keys.  Kept: ``type``, ``format``, ``title``, ``description``, ``nullable``,
@@ -93,6 +101,9 @@ Errors: ``{"error": {"code", "message", "status"}}`` -> ``UpstreamError`` with t
 ``status`` as ``code`` and an OpenAI-style ``type`` (``RESOURCE_EXHAUSTED`` ->
 ``rate_limit_error``, ...), so ``kernel.errors`` classifies it as spec 10 §1 says;
 Gemini sends the matching HTTP status (429, 503, 500, 400, 401, 403, 404) as well.
+A ``google.rpc.RetryInfo`` detail's ``retryDelay`` (``"120s"``) is the error's
+``retry_after_s``: Gemini and Vertex send it on a 429 without a ``Retry-After``
+header, and the cooldown reads it as one (spec 03 §8.2, amended).
 
 Counting (``/v1/messages/count_tokens``, spec 09 §4.5): the canonical body becomes a
 ``:countTokens`` request whose ``generateContentRequest`` is the translated request
@@ -103,8 +114,9 @@ string (``outputDimensionality`` from ``dimensions``); the vectors come back as 
 OpenAI list, always as floats (the reply cannot see ``encoding_format``).  The
 Gemini API reports no token count for embeddings: a ``usageMetadata`` count is read
 where one comes, else the usage is left out and the gateway records its estimate
-(``usage_source`` ``estimated``).  Token-id inputs cannot be embedded by Gemini (they
-become their JSON text).
+(``usage_source`` ``estimated``).  Gemini embeds text only
+(``embeddings_token_ids = False``): a request of token ids skips this dialect as a
+``capability_mismatch`` on ``input`` before any call.
 """
 
 from __future__ import annotations
@@ -114,6 +126,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
@@ -124,10 +137,12 @@ from gateway.dialects.base import (
     BadUpstreamResponse,
     CredentialShape,
     EventDecoder,
+    NoPassthrough,
     StreamErrorEvent,
     UpstreamCall,
     sse_decoder,
 )
+from gateway.dialects.carry import OPENAI_ONLY, TEXT_PARTS, Carry, is_false
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
@@ -688,6 +703,29 @@ def generation_config(body: JSON) -> JSON:
     return config
 
 
+def _part_sent(part: JSON, text_only: bool) -> bool:
+    """Whether Gemini gets a content part (``_PART_READERS``): text everywhere;
+    images, audio and inline files in user and assistant turns (a file by id names
+    the client's OpenAI storage)."""
+    kind = part.get("type")
+    if kind in TEXT_PARTS:
+        return True
+    if text_only:
+        return False
+    if kind == "file":
+        data = _dict(part.get("file")).get("file_data")
+        return isinstance(data, str) and data.startswith("data:")
+    return kind in ("image_url", "input_audio")
+
+
+#: what ``generate_body`` cannot carry, named per attempt (spec 09 §2.6, module doc)
+UNSENT = Carry(
+    fields=MappingProxyType({**OPENAI_ONLY, "parallel_tool_calls": is_false}),
+    part=_part_sent,
+    max_stops=MAX_STOP_SEQUENCES,
+)
+
+
 def generate_body(body: JSON) -> JSON:
     """A canonical chat request -> a ``GenerateContentRequest`` (a new dict)."""
     system, contents = contents_of(body.get("messages"))
@@ -880,6 +918,23 @@ def _reason(error: JSON) -> str | None:
     return None
 
 
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)s")
+
+
+def retry_delay(error: JSON) -> float | None:
+    """Seconds of the ``google.rpc.RetryInfo`` among the error's ``details``
+    (``retryDelay``, a protobuf Duration such as ``"120s"`` or ``"1.5s"``)."""
+    for detail in error.get("details") or ():
+        detail = _dict(detail)
+        if detail.get("@type") != _RETRY_INFO:
+            continue
+        found = _DURATION.fullmatch(str(detail.get("retryDelay") or "").strip())
+        if found is not None:
+            return float(found.group(1))
+    return None
+
+
 def error_from_payload(payload: Any, text: str) -> UpstreamError:
     """``{"error": {"code", "message", "status"}}`` (or a list of one) ->
     ``UpstreamError`` with the ``status`` as ``code``."""
@@ -897,6 +952,7 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
             message=str(error.get("message") or "") or text[:ERROR_TEXT_MAX_CHARS],
             code=status,
             type=_ERROR_TYPES.get(status or ""),
+            retry_after_s=retry_delay(error),
         )
     return UpstreamError(message=text[:ERROR_TEXT_MAX_CHARS])
 
@@ -1051,7 +1107,7 @@ class GeminiStreamTranslator:
 # --- the dialect ----------------------------------------------------------------
 
 
-class GeminiDialect:
+class GeminiDialect(NoPassthrough):
     kind = "gemini"
     label = "Google Gemini API"
     needs_base_url = True
@@ -1061,9 +1117,9 @@ class GeminiDialect:
     reasoning_effort = False
     in_process = False
     ratelimit_prefixes: tuple[str, ...] = ()
-    surfaces: frozenset[str] = frozenset()
     wire = "chat"
     embeddings = True
+    embeddings_token_ids = False  # text only
     counts_tokens = True
     credentials: CredentialShape = API_KEY
 
@@ -1086,20 +1142,6 @@ class GeminiDialect:
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
         return parse_generate_reply(payload, created=created)
-
-    def passthrough_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        stream: bool,
-        forward: tuple[tuple[str, str], ...],
-        surface: str = "chat",
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("no client wire is Gemini's own")
 
     def embeddings_request(
         self,
@@ -1154,7 +1196,9 @@ class GeminiDialect:
     def parse_model_list(self, payload: Any) -> list[str]:
         return model_ids(payload)
 
-    def parse_embeddings(self, payload: Any) -> JSON:
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
         return parse_embed_reply(payload)
 
     def stream_decoder(self) -> EventDecoder:

@@ -19,12 +19,14 @@ from gateway.dialects.base import (
     CredentialProblem,
     CredentialShape,
     EventDecoder,
+    NoCountTokens,
     StreamErrorEvent,
     StreamTranslator,
     UpstreamCall,
     endpoint_url,
     sse_decoder,
 )
+from gateway.dialects.tool_ids import OPENAI_IDS, fit_body
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.ratelimits import PREFIXES as RATELIMIT_PREFIXES
 from gateway.kernel.sse import DONE
@@ -132,7 +134,7 @@ class OpenAIStreamTranslator:
         return [data]
 
 
-class OpenAIDialect:
+class OpenAIDialect(NoCountTokens):
     kind = "openai"
     label = "OpenAI-compatible"
     needs_base_url = True
@@ -142,8 +144,8 @@ class OpenAIDialect:
     ratelimit_prefixes: tuple[str, ...] = RATELIMIT_PREFIXES
     surfaces = frozenset({"chat", "completions"})
     wire = "chat"
-    counts_tokens = False
     embeddings = True
+    embeddings_token_ids = True
     credentials = OPENAI_CREDENTIALS
 
     def build_request(
@@ -156,7 +158,8 @@ class OpenAIDialect:
         stream: bool,
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        upstream = dict(body)
+        # ids another upstream made (Gemini's carry a signature) may be too long
+        upstream = dict(fit_body(body, OPENAI_IDS))
         upstream["model"] = model
         if stream:
             options = upstream.get("stream_options")
@@ -245,19 +248,9 @@ class OpenAIDialect:
             operation="embeddings",
         )
 
-    def count_tokens_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        forward: tuple[tuple[str, str], ...],
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("an OpenAI-compatible API counts no tokens")
-
-    def parse_embeddings(self, payload: Any) -> JSON:
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
         return parse_embeddings_reply(payload)
 
     def list_models_request(

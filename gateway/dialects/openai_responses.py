@@ -10,8 +10,13 @@ responses`` (spec 10 §1, §5), e.g. a Responses-only model.
   is strict), ``tool_choice``, ``response_format`` as ``text.format``,
   ``reasoning_effort`` as ``reasoning.effort``, ``max_tokens`` /
   ``max_completion_tokens`` as ``max_output_tokens``; ``store`` is always false
-  (spec 09 §3.4).  Chat-only fields (``stop``, ``n``, ``logprobs``, penalties,
-  ``seed``) have no counterpart and are left out.
+  (spec 09 §3.4).  Chat-only fields have no counterpart: left out and named
+  (``UNSENT``, spec 09 §2.6) when the client set them to a value that asks for
+  something (``stop``, ``top_k``, ``n`` above 1, ``seed``, penalties other than 0,
+  ``logprobs``, ``top_logprobs``, ``logit_bias``, legacy ``functions``,
+  ``web_search_options``, ``audio``/``modalities``, ``verbosity``), as are audio
+  parts (``messages[i].content[j]``; in system and tool messages, anything but
+  text) and tools other than functions (``tools[i]``).
 * **Reply**: the ``response`` object becomes a ``chat.completion``: ``output_text``
   parts as the content, ``function_call`` items as tool calls, ``reasoning``
   summaries as ``reasoning_content``; ``incomplete`` for ``max_output_tokens`` is
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gateway.dialects.base import (
@@ -36,7 +42,16 @@ from gateway.dialects.base import (
     UpstreamCall,
     endpoint_url,
 )
+from gateway.dialects.carry import (
+    OPENAI_ONLY,
+    SAMPLING_EXTRAS,
+    Carry,
+    any_value,
+    nonempty,
+    text_or,
+)
 from gateway.dialects.openai import OpenAIDialect, error_from_payload
+from gateway.dialects.tool_ids import OPENAI_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
 from gateway.kernel.sse import DONE
 from gateway.kernel.text import text_of
@@ -224,9 +239,19 @@ def _text_format(value: Any) -> JSON | None:
     return None
 
 
+#: what ``responses_body`` cannot carry, named per attempt (spec 09 §2.6)
+UNSENT = Carry(
+    fields=MappingProxyType(
+        {**OPENAI_ONLY, **SAMPLING_EXTRAS, "stop": nonempty, "top_k": any_value}
+    ),
+    part=text_or(frozenset({"image_url", "file"})),
+)
+
+
 def responses_body(body: JSON, *, model: str, stream: bool) -> JSON:
     """The Responses request for the canonical chat ``body`` aimed at ``model``."""
-    instructions, items = input_of(list(body.get("messages") or ()))
+    messages = fit_messages(list(body.get("messages") or ()), OPENAI_IDS)
+    instructions, items = input_of(messages)
     out: JSON = {"model": model, "input": items, "store": False}
     if instructions:
         out["instructions"] = instructions

@@ -19,7 +19,9 @@ A Vertex model belongs to one publisher, and the publisher decides the wire:
 
 A model row's ``wire`` picks the publisher (``messages``: Anthropic's, ``chat``:
 Google's); a row without one is Anthropic's when its id starts with ``claude``
-(``wire_of_model``), Google's otherwise.
+(``wire_of_model``), Google's otherwise.  What a translated attempt leaves out and
+names (spec 09 §2.6) is the reused translation's: ``gemini.UNSENT`` for Google's
+publisher, ``anthropic.UNSENT`` for Anthropic's.
 
 Endpoint: a provider without ``base_url`` is served at
 ``https://{region}-aiplatform.googleapis.com`` (``region: global`` at
@@ -66,6 +68,8 @@ from gateway.dialects.base import (
     BadUpstreamResponse,
     CredentialShape,
     EventDecoder,
+    NoEmbeddings,
+    NoPassthrough,
     UpstreamCall,
     sse_decoder,
 )
@@ -186,7 +190,7 @@ def error_from_payload(payload: Any, text: str) -> UpstreamError:
 
 def embed_body(body: JSON) -> JSON:
     """An OpenAI embeddings request -> a ``:predict`` request, one instance per
-    input (token-id inputs as their JSON text)."""
+    input (text only: token-id requests skip this dialect before the call)."""
     raw = body.get("input")
     items: list[Any] = [raw] if isinstance(raw, str) else list(raw or ())
     if items and all(isinstance(t, int) for t in items):
@@ -270,12 +274,12 @@ class _VertexBase:
         return error_from_payload(payload, text)
 
 
-class VertexDialect(_VertexBase):
+class VertexDialect(NoPassthrough, _VertexBase):
     """Google's publisher: Gemini models (the kind's own wire, ``chat``)."""
 
     wire = "chat"
-    surfaces: frozenset[str] = frozenset()
     embeddings = True
+    embeddings_token_ids = False  # text only
     counts_tokens = True
 
     def build_request(
@@ -298,20 +302,6 @@ class VertexDialect(_VertexBase):
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
         return parse_generate_reply(payload, created=created)
 
-    def passthrough_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        stream: bool,
-        forward: tuple[tuple[str, str], ...],
-        surface: str = "chat",
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("no client wire is Vertex Gemini's own")
-
     def embeddings_request(
         self,
         *,
@@ -328,7 +318,9 @@ class VertexDialect(_VertexBase):
             operation="embeddings",
         )
 
-    def parse_embeddings(self, payload: Any) -> JSON:
+    def parse_embeddings(
+        self, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> JSON:
         return parse_predictions(payload)
 
     def count_tokens_request(
@@ -380,12 +372,11 @@ def _claude_body(body: JSON, *, stream: bool) -> JSON:
     return out
 
 
-class VertexAnthropicDialect(_VertexBase):
+class VertexAnthropicDialect(NoEmbeddings, _VertexBase):
     """Anthropic's publisher: Claude models (wire ``messages``)."""
 
     wire = MESSAGES_WIRE
     surfaces = frozenset({"messages"})
-    embeddings = False
     counts_tokens = True
     publisher = ANTHROPIC
 
@@ -437,20 +428,6 @@ class VertexAnthropicDialect(_VertexBase):
             body=_claude_body(body, stream=stream),
             passthrough=True,
         )
-
-    def embeddings_request(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        body: JSON,
-        auth: Auth | None = None,
-    ) -> UpstreamCall:
-        raise NotImplementedError("Claude models have no embeddings")
-
-    def parse_embeddings(self, payload: Any) -> JSON:
-        raise BadUpstreamResponse("Claude models have no embeddings")
 
     def count_tokens_request(
         self,

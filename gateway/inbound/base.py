@@ -156,6 +156,31 @@ def sse_frame(chunk: dict[str, Any]) -> bytes:
     return encode_data(orjson.dumps(chunk))
 
 
+def client_paths(
+    names: Mapping[str, str],
+    messages: list[dict[str, Any]],
+    sources: list[tuple[dict[str, Any], str]],
+) -> Mapping[str, str]:
+    """A wire's ``ChatRequest.renamed``: its top-level ``names``, plus the client's
+    path of every canonical content part in ``sources`` (the part as put in the
+    canonical ``messages``, and where the client sent it), so a part a dialect
+    leaves out is named where the client can find it (09 §2.6).  ``names`` itself
+    when there are no sources (a text-only request)."""
+    if not sources:
+        return names
+    where = {id(part): path for part, path in sources}
+    found = dict(names)
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            path = where.get(id(part))
+            if path is not None:
+                found[f"messages[{i}].content[{j}]"] = path
+    return found
+
+
 __all__ = [
     "DONE_FRAME",
     "JSON_CONTENT_TYPE",
@@ -165,6 +190,7 @@ __all__ = [
     "StreamReply",
     "Wire",
     "bearer_or_api_key",
+    "client_paths",
     "error_body",
     "openai_error",
     "serve",

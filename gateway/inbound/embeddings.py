@@ -122,10 +122,11 @@ def as_base64(vector: list[Any]) -> str:
 def ordered(
     answer: dict[str, Any], request: ChatRequest | None = None
 ) -> dict[str, Any]:
-    """The embeddings list in input order, with the served model.  For ``request``:
-    float vectors base64-encoded when it asked ``encoding_format: base64`` (an
-    upstream without that option answers floats), and the prompt's estimate as
-    ``usage`` when the upstream reported none (the request log's, 06 §1.3)."""
+    """The embeddings list in input order, with the served model and no ``id``.
+    For ``request``: float vectors base64-encoded when it asked ``encoding_format:
+    base64`` (an upstream without that option answers floats), and the prompt's
+    estimate as ``usage`` when the upstream reported none (the request log's, 06
+    §1.3)."""
     data = answer.get("data")
     if isinstance(data, list):
         answer["data"] = sorted(
@@ -144,6 +145,9 @@ def ordered(
     if isinstance(usage, dict) and "total_tokens" not in usage:
         usage["total_tokens"] = usage.get("prompt_tokens", 0)
     answer["object"] = "list"
+    # OpenAI's embeddings list has no id: the one the pipeline gives every answer
+    # (or an upstream's own) is not a field a client of this wire knows
+    answer.pop("id", None)
     return answer
 
 

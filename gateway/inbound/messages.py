@@ -7,8 +7,15 @@ anthropic SDK speak.
   system messages, text / image / document blocks as parts, ``tool_use`` as tool
   calls, ``tool_result`` as tool messages, client tools as functions, ``tool_choice``,
   ``stop_sequences``, ``metadata.user_id`` (the session too, 09 §2.4).  What the
-  canonical form cannot carry (server tools, ``thinking``, ``top_k``, thinking
-  blocks) is left out and named in ``X-OmniRoute-Dropped``.  The gateway's own body
+  canonical form cannot carry (server tools, thinking blocks, a ``cache_control``
+  on a tool, a tool result or a document) is left out and named in
+  ``X-OmniRoute-Dropped``.  What only some dialects take rides in the canonical
+  body and is left out (and named) per attempt elsewhere (``Carried``):
+  ``thinking`` as ``reasoning_effort`` (models that reason), ``top_k``
+  (Anthropic, Bedrock, Gemini, Vertex), a text or image block's ``cache_control``
+  on its part (Anthropic, Bedrock's ``cachePoint``), a tool result's ``is_error``
+  (Anthropic, Bedrock's ``status: error``; the text starts with ``Error:`` for
+  every dialect).  The gateway's own body
   fields (``models``, ``fallback_models``, ``redundancy``, ``session_id``) work as on
   every wire.
 * **Result -> bytes**: a ``message`` object with its ``omniroute`` report, the
@@ -23,6 +30,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -36,6 +44,7 @@ from gateway.inbound.base import (
     Reply,
     StreamReply,
     bearer_or_api_key,
+    client_paths,
     with_retry_after,
 )
 from gateway.inbound.chat import chat_request, model_sent, parse_body, positive_int
@@ -100,6 +109,10 @@ class _Translation:
 
     def __init__(self) -> None:
         self.dropped: list[str] = []
+        #: what goes only to the dialects that take it (09 §2.6)
+        self.carried: list[Carried] = []
+        #: each image or document part made, and the client's path of its block
+        self.sources: list[tuple[dict[str, Any], str]] = []
 
     def system(self, value: Any) -> dict[str, Any] | None:
         if value is None:
@@ -124,11 +137,32 @@ class _Translation:
             raise _invalid(
                 "invalid_type", f"{path}.text", f"'{path}.text' must be a string"
             )
-        self.marker(block, path)
-        return {"type": "text", "text": text}
+        return self.marked({"type": "text", "text": text}, block, path)
+
+    def marked(
+        self, part: dict[str, Any], block: dict[str, Any], path: str
+    ) -> dict[str, Any]:
+        """``part`` with the block's ``cache_control`` marker, which goes only to a
+        dialect that caches by it (``CACHE_CONTROL``) and is named elsewhere."""
+        marker = block.get("cache_control")
+        if marker is None:
+            return part
+        if not isinstance(marker, dict):
+            self.dropped.append(f"{path}.cache_control")
+            return part
+        self.carried.append(
+            Carried(
+                f"{path}.cache_control",
+                "cache_control",
+                dialects=CACHE_CONTROL,
+                nested=True,
+            )
+        )
+        return {**part, "cache_control": marker}
 
     def marker(self, block: dict[str, Any], path: str) -> None:
-        """A ``cache_control`` marker has no chat counterpart (09 §2.6): named."""
+        """A ``cache_control`` marker where the chat form has no part to hold it (a
+        tool, a tool result, a document): named (09 §2.6)."""
         if "cache_control" in block:
             self.dropped.append(f"{path}.cache_control")
 
@@ -233,13 +267,19 @@ class _Translation:
         self.marker(block, path)
         content = block.get("content")
         text = content if isinstance(content, str) else text_of(content, "\n\n")
-        if block.get("is_error") is True:
-            text = f"Error: {text}" if text else "Error"
-        return {
+        message: dict[str, Any] = {
             "role": "tool",
             "tool_call_id": str(block.get("tool_use_id") or ""),
             "content": text,
         }
+        if block.get("is_error") is True:
+            # the text says it for every dialect; the flag, for those with a
+            # status of their own (IS_ERROR)
+            message["content"] = f"{ERROR_PREFIX}{text}" if text else "Error"
+            message["is_error"] = True
+            if not any(c.field == "is_error" for c in self.carried):
+                self.carried.append(IS_ERROR_CARRIED)
+        return message
 
     def _source(self, block: dict[str, Any], path: str, kind: str) -> list[Any]:
         source = block.get("source")
@@ -247,23 +287,29 @@ class _Translation:
             raise _invalid(
                 "invalid_type", f"{path}.source", f"'{path}.source' is required"
             )
-        self.marker(block, path)
         media = str(source.get("media_type") or "")
         if source.get("type") == "base64" and isinstance(source.get("data"), str):
             url = f"data:{media};base64,{source['data']}"
         elif source.get("type") == "url" and isinstance(source.get("url"), str):
             url = source["url"]
         elif source.get("type") == "text" and isinstance(source.get("data"), str):
-            return [{"type": "text", "text": source["data"]}]
+            return [self.marked({"type": "text", "text": source["data"]}, block, path)]
         else:
             self.dropped.append(path)
             return []
+        part: dict[str, Any]
         if kind == "image":
-            return [{"type": "image_url", "image_url": {"url": url}}]
-        if url.startswith("data:"):
-            return [{"type": "file", "file": {"file_data": url}}]
-        self.dropped.append(path)  # a document by URL: no chat counterpart
-        return []
+            part = {"type": "image_url", "image_url": {"url": url}}
+            part = self.marked(part, block, path)
+        elif url.startswith("data:"):
+            self.marker(block, path)
+            part = {"type": "file", "file": {"file_data": url}}
+        else:
+            self.marker(block, path)
+            self.dropped.append(path)  # a document by URL: no chat counterpart
+            return []
+        self.sources.append((part, path))
+        return [part]
 
     def tools(self, value: Any) -> list[dict[str, Any]] | None:
         if value is None:
@@ -319,9 +365,12 @@ def _max_tokens_value(value: Any) -> int:
 
 def to_chat(
     body: dict[str, Any], *, counting: bool = False
-) -> tuple[dict[str, Any], list[str]]:
-    """The canonical chat body of a Messages body, and the paths it left out.
-    ``counting``: a ``count_tokens`` body, which has no ``max_tokens``."""
+) -> tuple[dict[str, Any], list[str], Mapping[str, str], list[Carried]]:
+    """The canonical chat body of a Messages body, the paths it left out, the
+    client's names of canonical paths (``ChatRequest.renamed``), and what it
+    carries only to some dialects (``cache_control`` markers, ``top_k``,
+    ``is_error``).  ``counting``: a ``count_tokens`` body, which has no
+    ``max_tokens``."""
     t = _Translation()
     chat: dict[str, Any] = {
         k: body[k] for k in (*_GATEWAY_FIELDS, "model") if k in body
@@ -338,7 +387,7 @@ def to_chat(
         chat["max_tokens"] = _max_tokens(body)
     elif body.get("max_tokens") is not None:
         chat["max_tokens"] = _max_tokens_value(body["max_tokens"])
-    for name in ("temperature", "top_p", "stream"):
+    for name in ("temperature", "top_p", "top_k", "stream"):
         if name in body:
             chat[name] = body[name]
     stops = body.get("stop_sequences")
@@ -358,14 +407,16 @@ def to_chat(
     effort = thinking_effort(body.get("thinking"))
     if effort is not None:  # carried to a model that reasons (09 §2.6)
         chat["reasoning_effort"] = effort
+    if "top_k" in chat:
+        t.carried.append(TOP_K)
     t.dropped += [name for name in _NOT_CARRIED if name in body]
     t.dropped += [name for name in body if name not in _KNOWN]
-    return chat, t.dropped
+    renamed = client_paths(NAMES, chat["messages"], t.sources)
+    return chat, t.dropped, renamed, t.carried
 
 
 #: Messages fields a translation cannot carry (named when sent, 09 §2.6)
 _NOT_CARRIED = (
-    "top_k",
     "container",
     "mcp_servers",
     "context_management",
@@ -377,6 +428,7 @@ _KNOWN = frozenset(
     {
         *_GATEWAY_FIELDS,
         *_NOT_CARRIED,
+        "top_k",
         "model",
         "max_tokens",
         "messages",
@@ -390,6 +442,34 @@ _KNOWN = frozenset(
         "metadata",
         "stream",
     }
+)
+#: the dialects (``kind/wire``) a translated attempt carries a Messages
+#: ``cache_control`` marker to (Bedrock as a ``cachePoint``); elsewhere it is named
+CACHE_CONTROL = frozenset({"anthropic/chat", "bedrock/chat", "vertex/messages"})
+#: the dialects that take ``top_k`` (Bedrock in ``additionalModelRequestFields``,
+#: Gemini's and Vertex's ``topK``); OpenAI's API refuses it
+TOP_K = Carried(
+    "top_k",
+    "top_k",
+    dialects=frozenset(
+        {
+            "anthropic/chat",
+            "bedrock/chat",
+            "gemini/chat",
+            "vertex/chat",
+            "vertex/messages",
+        }
+    ),
+)
+#: a tool result's ``is_error`` goes as a flag only where the dialect has a status
+#: for it (Bedrock's ``toolResult.status``, Anthropic's ``is_error``); the text's
+#: ``Error:`` prefix says it everywhere, so it is never named
+ERROR_PREFIX = "Error: "
+IS_ERROR_CARRIED = Carried(
+    "",
+    "is_error",
+    dialects=frozenset({"anthropic/chat", "bedrock/chat", "vertex/messages"}),
+    nested=True,
 )
 #: ``thinking.budget_tokens`` below each bound -> that ``reasoning_effort``
 _EFFORT_BUDGETS = ((4096, "low"), (16384, "medium"))
@@ -410,6 +490,17 @@ def thinking_effort(thinking: Any) -> str | None:
     return "high"
 
 
+#: canonical fields this wire spells otherwise: how a path a translated attempt
+#: leaves out is named to the client (09 §2.6)
+NAMES = MappingProxyType(
+    {
+        "stop": "stop_sequences",
+        "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+        "reasoning_effort": "thinking",
+        "user": "metadata.user_id",
+    }
+)
+
 #: the client's headers an Anthropic upstream gets on a passthrough (spec 09 §2.5)
 FORWARDED = ("anthropic-version", "anthropic-beta")
 
@@ -418,7 +509,7 @@ def parse_messages_request(
     raw: bytes, headers: Mapping[str, str], *, counting: bool = False
 ) -> ChatRequest:
     body = parse_body(raw)
-    chat, dropped = to_chat(body, counting=counting)
+    chat, dropped, renamed, carried = to_chat(body, counting=counting)
     metadata = body.get("metadata")
     session = {"metadata": metadata} if isinstance(metadata, dict) else None
     request = chat_request(chat, session)
@@ -426,7 +517,11 @@ def parse_messages_request(
     return dataclasses.replace(
         request,
         dropped=tuple(dropped),
-        conditional=(THINKING,) if "reasoning_effort" in chat else (),
+        conditional=(
+            *carried,
+            *((THINKING,) if "reasoning_effort" in chat else ()),
+        ),
+        renamed=renamed,
         surface="messages",
         original=own,
         forward=tuple((h, headers[h]) for h in FORWARDED if h in headers),

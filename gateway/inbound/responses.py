@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -40,6 +41,7 @@ from gateway.inbound.base import (
     Reply,
     StreamReply,
     bearer_or_api_key,
+    client_paths,
     openai_error,
 )
 from gateway.inbound.chat import (
@@ -191,11 +193,16 @@ class _Translation:
         self.dropped: list[str] = []
         #: the custom tools' names: their calls come back as ``custom_tool_call``
         self.custom: set[str] = set()
+        #: each image or file part made of this request's own input, and the
+        #: client's path of its part
+        self.sources: list[tuple[dict[str, Any], str]] = []
+        self._own = False
 
     def items(self, items: list[Any], prefix: str | None) -> list[dict[str, Any]]:
         """``prefix``: the field the items' paths start with (None: the stored
         conversation, whose drops nobody named)."""
         out: list[dict[str, Any]] = []
+        self._own = prefix is not None
         for index, item in enumerate(items):
             path = f"{prefix or 'input'}[{index}]"
             if not isinstance(item, dict):
@@ -255,7 +262,7 @@ class _Translation:
             image: dict[str, Any] = {"url": part["image_url"]}
             if part.get("detail") in ("low", "high", "auto"):
                 image["detail"] = part["detail"]
-            return [{"type": "image_url", "image_url": image}]
+            return self._sourced({"type": "image_url", "image_url": image}, path)
         if kind == "input_file":
             file = {
                 k: part[k]
@@ -263,9 +270,14 @@ class _Translation:
                 if isinstance(part.get(k), str)
             }
             if "file_data" in file or "file_id" in file:
-                return [{"type": "file", "file": file}]
+                return self._sourced({"type": "file", "file": file}, path)
         self.dropped.append(path)
         return []
+
+    def _sourced(self, part: dict[str, Any], path: str) -> list[dict[str, Any]]:
+        if self._own:
+            self.sources.append((part, path))
+        return [part]
 
     def _call(self, out: list[dict[str, Any]], item: dict[str, Any], kind: str) -> None:
         if kind == "custom_tool_call":
@@ -381,9 +393,10 @@ def _custom_description(tool: dict[str, Any]) -> str:
 
 def to_chat(
     body: dict[str, Any], context: list[Any]
-) -> tuple[dict[str, Any], list[str], set[str]]:
+) -> tuple[dict[str, Any], list[str], set[str], Mapping[str, str]]:
     """The canonical chat body of a Responses body after the stored ``context``; the
-    paths it left out; the custom tools' names."""
+    paths it left out; the custom tools' names; the client's names of canonical
+    paths (``ChatRequest.renamed``)."""
     t = _Translation()
     chat: dict[str, Any] = {k: body[k] for k in (*GATEWAY_FIELDS, "model") if k in body}
     messages = t.items(context, None) + t.items(input_items(body["input"]), "input")
@@ -409,7 +422,8 @@ def to_chat(
     if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
         chat["reasoning_effort"] = reasoning["effort"]
     t.dropped += [name for name in body if name not in _KNOWN]
-    return chat, t.dropped, t.custom
+    renamed = client_paths(NAMES, messages, t.sources)
+    return chat, t.dropped, t.custom, renamed
 
 
 @dataclasses.dataclass(slots=True)
@@ -452,7 +466,7 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
         )
     ex.context = ex.previous.conversation() if ex.previous is not None else []
     ex.own_input = input_items(body["input"])
-    chat, dropped, custom = to_chat(body, ex.context)
+    chat, dropped, custom, renamed = to_chat(body, ex.context)
     ex.custom = frozenset(custom)
     session: dict[str, Any] = {}
     if isinstance(body.get("prompt_cache_key"), str):
@@ -472,6 +486,7 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
         request,
         dropped=tuple(dropped),
         conditional=(EFFORT,) if "reasoning_effort" in chat else (),
+        renamed=renamed,
         surface="responses",
         original=own,
     )
@@ -479,6 +494,15 @@ def parse_responses_request(raw: bytes, ex: Exchange) -> ChatRequest:
 
 #: ``reasoning.effort``, carried to a model that reasons (09 §2.6)
 EFFORT = Carried("reasoning.effort", "reasoning_effort")
+#: canonical fields this wire spells otherwise: how a path a translated attempt
+#: leaves out is named to the client (09 §2.6)
+NAMES = MappingProxyType(
+    {
+        "response_format": "text.format",
+        "reasoning_effort": "reasoning.effort",
+        "max_tokens": "max_output_tokens",
+    }
+)
 
 
 # --- canonical -> bytes ---------------------------------------------------------------

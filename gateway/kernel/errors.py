@@ -80,6 +80,9 @@ class UpstreamError:
     code: str | None = None
     type: str | None = None
     param: str | None = None
+    #: the delay the error's body asks for (Google's ``RetryInfo.retryDelay``),
+    #: used like ``Retry-After`` when no such header came
+    retry_after_s: float | None = None
 
 
 _MODEL_MISSING = re.compile(

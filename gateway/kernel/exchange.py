@@ -12,7 +12,9 @@ translate from; the gateway-only fields (``models``, ``fallback_models``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gateway.kernel.chain import EntrySpec
@@ -72,12 +74,51 @@ class Carried:
     has ``capability`` (spec 09 §2.6: ``thinking`` to a model without reasoning);
     elsewhere it is left out of that attempt and ``path`` (the client's name) is
     named.  ``own``: the client sent the field itself on its own wire, so a model of
-    unknown capabilities on a dialect that takes the field natively gets it."""
+    unknown capabilities on a dialect that takes the field natively gets it.
+
+    ``dialects``: when given, the target's dialect decides instead of its model:
+    the field goes only to a dialect named there (``kind/wire``, as ``bedrock/chat``).
+    ``nested``: the field is a key of the messages' parts or of the messages
+    themselves (a part's ``cache_control``, a tool message's ``is_error``), removed
+    wherever it sits (``without_nested``).  An empty ``path`` is never named (the
+    field only refines what the body already says)."""
 
     path: str
     field: str
     capability: str = "reasoning"
     own: bool = False
+    dialects: frozenset[str] | None = None
+    nested: bool = False
+
+
+def without_nested(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """``body`` without ``name`` on its messages and their content parts (a new
+    body; the messages and parts that held it are copies, the rest shared)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    out = []
+    for message in messages:
+        if isinstance(message, dict):
+            if name in message:
+                message = {k: v for k, v in message.items() if k != name}
+            content = message.get("content")
+            if isinstance(content, list) and any(
+                isinstance(p, dict) and name in p for p in content
+            ):
+                parts = [
+                    {k: v for k, v in p.items() if k != name}
+                    if isinstance(p, dict)
+                    else p
+                    for p in content
+                ]
+                message = {**message, "content": parts}
+        out.append(message)
+    return {**body, "messages": out}
+
+
+#: a wire that spells every canonical field as the canonical body does
+_SAME_NAMES: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +148,28 @@ class ChatRequest:
     passthrough_only: str | None = None
     #: canonical fields an attempt carries only to a capable model (09 §2.6)
     conditional: tuple[Carried, ...] = ()
+    #: canonical path -> the client's own, where its wire puts it elsewhere: a
+    #: top-level field (``response_format`` is ``text.format`` on Responses) or a
+    #: whole content part's path (``messages[2].content[0]`` was the client's
+    #: ``messages[1].content[1]``): how a path a dialect leaves out is named to the
+    #: client (09 §2.6)
+    renamed: Mapping[str, str] = field(default_factory=lambda: _SAME_NAMES)
+
+    def client_path(self, path: str) -> str:
+        """``path`` of the canonical body in the client's terms: the whole path as
+        ``renamed`` gives it, else its top-level field renamed (the rest kept)."""
+        if not self.renamed:
+            return path
+        whole = self.renamed.get(path)
+        if whole is not None:
+            return whole
+        cut = len(path)
+        for mark in ".[":
+            at = path.find(mark)
+            if 0 <= at < cut:
+                cut = at
+        name = self.renamed.get(path[:cut])
+        return path if name is None else name + path[cut:]
 
     def surface_needs(self) -> tuple[Need, ...]:
         """What the request needs of a candidate's dialect itself."""

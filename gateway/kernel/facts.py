@@ -67,8 +67,26 @@ def needed_tokens(body: dict[str, Any]) -> int:
     return input_tokens(body.get("messages")) + int(reserve)
 
 
+#: needs the dialect meets or not, whatever the model declares (checked right
+#: before the call, ``gateway.pipeline.filters``)
+DIALECT_NEEDS = frozenset({"token_ids"})
+
+
+def token_ids(value: Any) -> bool:
+    """An embeddings ``input`` given as token ids: a list of integers, or a list
+    of such lists."""
+    if not isinstance(value, list) or not value:
+        return False
+    first = value[0]
+    return (isinstance(first, int) and not isinstance(first, bool)) or (
+        isinstance(first, list) and bool(first) and isinstance(first[0], int)
+    )
+
+
 def needs(body: dict[str, Any]) -> tuple[Need, ...]:
     if "messages" not in body and "input" in body:  # an embeddings body (09 §5.2)
+        if token_ids(body["input"]):
+            return (Need("embeddings", "model"), Need("token_ids", "input"))
         return (Need("embeddings", "model"),)
     found: list[Need] = []
     if isinstance(body.get("tools"), list) and body["tools"]:

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -296,7 +297,17 @@ def health_action_view(request: HttpRequest) -> HttpResponse:
     key = connection_key(conn.provider.slug, conn.name)
     if action == "reset":
         board.reset(key)
+        messages.success(
+            request, f"Reset {key}: breaker, cooldown, auth disable and locks cleared."
+        )
     else:
+        was_disabled = summarize(key).state == "auth_disabled"
         board.reenable(key)
+        if was_disabled:
+            messages.success(request, f"Re-enabled {key}.")
+        else:
+            messages.info(
+                request, f"{key} was not auth-disabled; nothing to re-enable."
+            )
     logger.info("admin %s: %s health of %s", request.user, action, key)
     return redirect("admin:index")

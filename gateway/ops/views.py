@@ -12,7 +12,13 @@ import orjson
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Max
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    JsonResponse,
+)
+from django.templatetags.static import static
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -36,6 +42,14 @@ from telemetry import metrics
 
 logger = logging.getLogger("omniroute.gateway")
 READYZ_PING_MAX_S = 1.0  # a probe never waits longer on a silent Redis
+
+
+FAVICON = "omniroute/favicon.svg"
+
+
+def favicon_view(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, asked for by every browser: the OmniRoute icon (issue #15)."""
+    return HttpResponsePermanentRedirect(static(FAVICON))
 
 
 def _error(

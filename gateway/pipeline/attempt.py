@@ -173,6 +173,7 @@ async def attempt(  # noqa: PLR0913
                 created=int(started_wall),
                 result=progress,
             )
+            upstream.drop_refused(target, auth, outcome)
     except asyncio.CancelledError:
         _cancelled(run, target, index, via, started_wall, progress, cancel(), report)
         if probe:  # the probe stays pending; nothing is in flight any more

@@ -103,6 +103,7 @@ async def count_upstream(
                 timeout_s=timeout_s,
                 created=int(started_wall),
             )
+            upstream.drop_refused(target, auth, result)
         result.passthrough = "messages" in dialect.surfaces
         rec.upstream_wait_s += result.latency_s
         failure = result.failure

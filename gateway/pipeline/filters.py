@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from gateway.dialects import dialect_of
-from gateway.kernel.facts import Need, needed_tokens, needs
+from gateway.kernel.facts import DIALECT_NEEDS, Need, needed_tokens, needs
 from gateway.kernel.failover import Item
 from gateway.kernel.types import Target
 from gateway.pipeline.health import conn_key
@@ -24,6 +24,8 @@ from providers.health import Skip, board
 
 #: needs met by a dialect that speaks that client wire, not by the model
 SURFACE_NEEDS = frozenset({"completions"})
+#: needs met (or not) by the dialect, whatever the model declares
+MODEL_BLIND = SURFACE_NEEDS | DIALECT_NEEDS
 
 
 def unmet_param(target: Target, wanted: Callable[[], Iterable[Need]]) -> str | None:
@@ -37,10 +39,12 @@ def unmet_param(target: Target, wanted: Callable[[], Iterable[Need]]) -> str | N
             return need.param
         if need.capability in SURFACE_NEEDS and need.capability not in dialect.surfaces:
             return need.param
+        if need.capability == "token_ids" and not dialect.embeddings_token_ids:
+            return need.param
     if capabilities is None:
         return None
     for need in wanted():
-        if need.capability not in capabilities and need.capability not in SURFACE_NEEDS:
+        if need.capability not in capabilities and need.capability not in MODEL_BLIND:
             return need.param
     return None
 

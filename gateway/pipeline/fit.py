@@ -7,15 +7,17 @@
 * ``X-OmniRoute-Strict: true`` turns a drop of what translation cannot carry into a
   400 ``unsupported_parameter`` naming the first path, unless every entry is a model
   whose upstream speaks the client's own wire (a passthrough carries everything);
-  so does an element some candidate's dialect cannot carry (``unsent``: Bedrock's
-  image URLs).
+  so does an element some candidate's dialect cannot carry (``carry_of``: a field
+  its upstream has no counterpart for, Bedrock's image URLs; named in the client's
+  terms).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.dialects import dialect_for, dialect_of, unsent
+from gateway.dialects import carry_of, dialect_for, dialect_of, odd_elements
+from gateway.dialects.carry import Odd
 from gateway.kernel.chain import Slot, plan_targets
 from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.resolve import RouteKind
@@ -67,7 +69,11 @@ def _carried(table: RoutingTable, chain: Sequence[Slot], surface: str) -> bool:
 def carries(target: Target, carried: Carried) -> bool:
     """``target``'s model takes ``carried``: it is known to have the capability, or
     its capabilities are unknown, the client sent the field on its own wire, and the
-    dialect takes the field as it is (``reasoning_effort``)."""
+    dialect takes the field as it is (``reasoning_effort``); a field bound to
+    dialects (``Carried.dialects``): the target's dialect is one of them."""
+    if carried.dialects is not None:
+        dialect = dialect_of(target)
+        return f"{dialect.kind}/{dialect.wire}" in carried.dialects
     capabilities = target.model.capabilities
     if capabilities is not None:
         return carried.capability in capabilities
@@ -81,7 +87,9 @@ def _left_out(
     the first element of the body some candidate's dialect cannot carry."""
     targets = [t for slot in chain for t in plan_targets(table, slot, [])]
     for carried in request.conditional:
-        if carried.field not in request.body:
+        if not carried.path or (
+            not carried.nested and carried.field not in request.body
+        ):
             continue
         for target in targets:
             through = (
@@ -90,13 +98,19 @@ def _left_out(
             )
             if not through and not carries(target, carried):
                 return carried.path
+    odd: tuple[Odd, ...] | None = None
     for target in targets:
         dialect = dialect_of(target)
         if request.original is not None and request.surface in dialect.surfaces:
             continue
-        left = unsent(dialect, request.body)
+        carry = carry_of(dialect)
+        if carry is None:
+            continue
+        if odd is None:
+            odd = odd_elements(request.body)
+        left = carry(request.body, odd)
         if left:
-            return left[0]
+            return request.client_path(left[0])
     return None
 
 

@@ -18,7 +18,7 @@ from gateway.kernel.chain import ChainError, Slot
 from gateway.kernel.exchange import RequestError
 from gateway.kernel.failover import terminal
 from gateway.kernel.types import Target
-from gateway.pipeline.result import Answer, Failure, omniroute_headers
+from gateway.pipeline.result import Answer, Failure, omniroute_headers, upstream_id
 from gateway.pipeline.run import NOTHING_TO_CALL
 from providers.health import board
 from telemetry import metrics
@@ -149,7 +149,7 @@ def answer(
     sum) replaces the call's own, ``raw`` the upstream's own answer of a passthrough;
     the request is recorded as a success.  A completion the upstream gave no id
     (Bedrock's Converse) gets the request's, as a stream's chunks do."""
-    if not completion.get("id"):
+    if upstream_id(completion.get("id")) is None:
         completion["id"] = f"chatcmpl-{run.rec.request_id.hex}"
     completion["model"] = target.model_key
     if usage is not None:

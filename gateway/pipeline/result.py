@@ -100,6 +100,14 @@ class Streamed:
 Result = Answer | Failure | Streamed
 
 
+def upstream_id(value: Any) -> str | None:
+    """A completion's or chunk's own id when the upstream gave one (a bare
+    ``chatcmpl-``, as a Gemini reply without a ``responseId`` makes, is none)."""
+    if isinstance(value, str) and value.removeprefix("chatcmpl-"):
+        return value
+    return None
+
+
 def omniroute_headers(
     *,
     served_model: str | None,

@@ -25,9 +25,10 @@ from gateway.auto.engine import healing
 from gateway.auto.engine.decide import Decision
 from gateway.auto.engine.effort import apply_effort
 from gateway.auto.live import Controls, auto_route, plan_auto, read_controls
-from gateway.dialects import dialect_of, unsent
+from gateway.dialects import carry_of, dialect_of, odd_elements
+from gateway.dialects.carry import Odd
 from gateway.kernel.chain import Options, Slot, effective_options, plan_targets
-from gateway.kernel.exchange import ChatRequest, RequestError
+from gateway.kernel.exchange import ChatRequest, RequestError, without_nested
 from gateway.kernel.facts import Need, cache_key, needed_tokens, needs
 from gateway.kernel.failover import Item, should_continue
 from gateway.kernel.relay import with_handoff
@@ -111,6 +112,8 @@ class Run:
     dry_run: bool = False
     _needed: int | None = None
     _needs: tuple[Need, ...] | None = None
+    #: the body's parts and tools a translation may not send (read once)
+    _odd: tuple[Odd, ...] | None = None
 
     @property
     def route(self) -> str:
@@ -183,20 +186,41 @@ class Run:
 
     def _carried(self, body: dict[str, Any], target: Target) -> dict[str, Any]:
         left: list[str] = []
+        stripped: set[str] = set()
         for carried in self.request.conditional:
-            if carried.field in body and not carries(target, carried):
+            if carried.nested:
+                if carries(target, carried):
+                    continue
+                if carried.field not in stripped:
+                    stripped.add(carried.field)
+                    body = without_nested(body, carried.field)
+            elif carried.field in body and not carries(target, carried):
                 body = {k: v for k, v in body.items() if k != carried.field}
+            else:
+                continue
+            if carried.path:
                 left.append(carried.path)
         if left:
             self.rec.attempt_dropped[target.key] = tuple(left)
         return body
 
     def _unsent(self, body: dict[str, Any], target: Target) -> None:
-        """What the target's dialect cannot carry of ``body`` (09 §2.6), named."""
+        """What the target's dialect cannot carry of ``body`` (09 §2.6), named in
+        the client's terms."""
+        carry = carry_of(dialect_of(target))
+        if carry is None:  # the Chat Completions wire carries the body as it is
+            return
+        if self._odd is None:
+            self._odd = odd_elements(self.request.body)
+        left = carry(body, self._odd)
+        if not left:
+            return
         known = self.rec.attempt_dropped.get(target.key, ())
-        left = tuple(p for p in unsent(dialect_of(target), body) if p not in known)
-        if left:
-            self.rec.attempt_dropped[target.key] = known + left
+        named = tuple(
+            path for path in map(self.request.client_path, left) if path not in known
+        )
+        if named:
+            self.rec.attempt_dropped[target.key] = known + named
 
     # --- planning a slot ----------------------------------------------------------
 

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway import drain
+from gateway.dialects import RAW
 from gateway.kernel.failover import Item
 from gateway.kernel.types import Target
 from gateway.pipeline import report, upstream
 from gateway.pipeline.health import record_health
-from gateway.pipeline.result import Streamed, StreamEncoder, StreamEnd
+from gateway.pipeline.result import Streamed, StreamEncoder, StreamEnd, upstream_id
 
 if TYPE_CHECKING:
     from gateway.pipeline.attempt import Opened
@@ -143,8 +144,14 @@ class StreamRelay:
             first = True
             while (batch := await self._next(batches, guard)) is not None:
                 for chunk in batch:
-                    if isinstance(chunk.get("id"), str):
-                        chunk_id = chunk["id"]
+                    # every chunk carries an id (spec 01): the upstream's, else the
+                    # stream's so far (Converse gives none, Gemini none without a
+                    # responseId), which the end chunk carries too
+                    given = upstream_id(chunk.get("id"))
+                    if given is not None:
+                        chunk_id = given
+                    elif RAW not in chunk:
+                        chunk["id"] = chunk_id
                     if isinstance(chunk.get("created"), int):
                         created = chunk["created"]
                     self.observe(chunk)

@@ -195,7 +195,16 @@ def _fail_status(
     except ValueError:
         valid_ms = False
     result.retry_after = f"ms:{retry_ms}" if valid_ms else headers.get("retry-after")
+    if result.retry_after is None:
+        result.retry_after = _body_retry_after(result.error)
     return result
+
+
+def _body_retry_after(error: UpstreamError | None) -> str | None:
+    """The delay an error's body asks for (Google's ``RetryInfo``), in the
+    ``ms:`` form ``Retry-After-Ms`` takes (spec 03 §8.2, amended)."""
+    delay = error.retry_after_s if error is not None else None
+    return f"ms:{round(delay * 1000)}" if delay is not None else None
 
 
 async def call_json(
@@ -255,7 +264,7 @@ def _finish_json(
     try:
         payload = jsonload.loads(body)
         if operation == "embeddings":  # the vectors are the answer (09 §5)
-            completion = dialect.parse_embeddings(payload)
+            completion = dialect.parse_embeddings(payload, response.headers)
         elif operation == "count_tokens":  # the count is the answer (09 §4.5)
             completion = _token_count(payload, count_field)
         elif operation == "models":  # a model list (spec 10 §2)
@@ -476,6 +485,7 @@ async def open_stream(
     except StreamErrorEvent as exc:
         result.error = exc.error
         result.failure = classify_stream_error(exc.error)
+        result.retry_after = _body_retry_after(exc.error)
     except BadUpstreamResponse as exc:
         result.failure = bad_response()
         result.error = UpstreamError(message=str(exc))
@@ -563,6 +573,23 @@ async def ready_auth(target: Target) -> Auth | None:
     if not credential_sources.needs_minting(auth):
         return auth
     return await credential_sources.ready(auth, target.provider.outbound)
+
+
+#: the statuses that say a minted credential is no longer taken (spec 03 §8.3)
+_REFUSED = frozenset({401, 403})
+
+
+def drop_refused(target: Target, auth: Auth | None, outcome: object) -> None:
+    """A minted credential the upstream refused leaves the cache (the attempt still
+    counts as an auth failure; docs/decisions.md)."""
+    if (
+        isinstance(outcome, AttemptResult)
+        and outcome.http_status in _REFUSED
+        and auth is not None
+        and target.connection.auth is not None
+        and auth is not target.connection.auth
+    ):
+        credential_sources.refused(target.connection.auth, auth)
 
 
 def credential_failure(

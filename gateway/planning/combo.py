@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.kernel.chain import connection_order
+from gateway.kernel.facts import DIALECT_NEEDS
 from gateway.kernel.ratelimits import MAX_AGE_SECONDS, quota_key
 from gateway.kernel.types import (
     ComboInfo,
@@ -132,7 +133,10 @@ class _Planner(SessionPlanning, BatchedReads):
         capabilities = target.model.capabilities
         if capabilities is not None:
             for need in self.facts.needs:
-                if need.capability not in capabilities:
+                if (
+                    need.capability not in capabilities
+                    and need.capability not in DIALECT_NEEDS
+                ):
                     return Skip("capability_mismatch", None, need.param)
         return None
 

@@ -45,7 +45,13 @@ from gateway.pipeline.accounting import result_of
 from gateway.pipeline.attempt import Cancel, Opened, Settled, Skipped
 from gateway.pipeline.filters import skip_item
 from gateway.pipeline.health import record_health
-from gateway.pipeline.result import Result, Streamed, StreamEncoder, StreamEnd
+from gateway.pipeline.result import (
+    Result,
+    Streamed,
+    StreamEncoder,
+    StreamEnd,
+    upstream_id,
+)
 from gateway.pipeline.run import Run
 from gateway.pipeline.stream import StreamRelay
 from gateway.planning.combo import plan_combo
@@ -432,7 +438,9 @@ class Composite:
         content = message.get("content")
         if not isinstance(content, str):
             content = final.text or ""
-        chunk_id = str(completion.get("id") or f"chatcmpl-{run.rec.request_id.hex}")
+        chunk_id = (
+            upstream_id(completion.get("id")) or f"chatcmpl-{run.rec.request_id.hex}"
+        )
         created = completion.get("created") or int(final.call.started_wall)
         base: dict[str, Any] = {
             "id": chunk_id,

@@ -44,10 +44,23 @@ def span_text(seconds: float) -> str:
     return f"{total // DAY} d"
 
 
+def _parsed(when: object) -> datetime | None:
+    """A datetime, or an ISO 8601 text (health records carry ``...Z`` strings)."""
+    if isinstance(when, datetime):
+        return when
+    if isinstance(when, str) and when:
+        try:
+            return datetime.fromisoformat(when)
+        except ValueError:
+            return None
+    return None
+
+
 def _element(
-    when: datetime | None, mode: str, now: datetime | None = None
+    when: datetime | str | None, mode: str, now: datetime | None = None
 ) -> SafeString:
-    if not isinstance(when, datetime):  # None, or a variable the page lacks
+    when = _parsed(when)
+    if when is None:  # None, or a variable the page lacks
         return mark_safe('<span class="omr-muted">—</span>')
     if timezone.is_naive(when):
         when = timezone.make_aware(when, UTC)
@@ -70,17 +83,17 @@ def _element(
 
 
 @register.filter
-def omr_time(when: datetime | None) -> SafeString:
+def omr_time(when: datetime | str | None) -> SafeString:
     return _element(when, "abs")
 
 
 @register.filter
-def omr_left(when: datetime | None) -> SafeString:
+def omr_left(when: datetime | str | None) -> SafeString:
     return _element(when, "left")
 
 
 @register.filter
-def omr_ago(when: datetime | None) -> SafeString:
+def omr_ago(when: datetime | str | None) -> SafeString:
     return _element(when, "ago")
 
 

@@ -35,7 +35,7 @@ from providers.mock_upstream.reply import (
     _tokens_for,
     _whole,
 )
-from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire
+from providers.mock_upstream.wire import _OPENAI, _WIRES, _Wire, tool_id_problem
 from providers.mock_upstream.wire_azure import answer as azure_answer
 from providers.mock_upstream.wire_azure import is_azure
 from providers.mock_upstream.wire_bedrock import answer as bedrock_answer
@@ -175,6 +175,9 @@ def _completion(
     if not isinstance(model, str) or not model:
         message = "The request body must be a JSON object with a string `model`."
         return _whole(400, orjson.dumps(wire.error_body(400, message)), record=record)
+    problem = tool_id_problem(request) if wire is _OPENAI else None
+    if problem is not None:  # as OpenAI refuses it
+        return _whole(400, orjson.dumps(wire.error_body(400, problem)), record=record)
     options = request.get("stream_options")
     call = _Call(
         model=model,

@@ -1,6 +1,9 @@
 """The wire formats the mock answers: OpenAI Chat Completions, Anthropic Messages,
 OpenAI embeddings; OpenAI Responses (``wire_responses``), legacy Completions and
-Anthropic count_tokens (``wire_legacy``)."""
+Anthropic count_tokens (``wire_legacy``).
+
+A Chat Completions request with a tool-call id over 40 characters is refused (400) as
+OpenAI refuses it."""
 
 from __future__ import annotations
 
@@ -310,6 +313,37 @@ class _EmbeddingsWire:
 
     def stream_error(self, error: Mapping[str, Any]) -> bytes:
         return b""
+
+
+#: OpenAI refuses a longer tool-call id ("string too long")
+MAX_TOOL_CALL_ID_CHARS = 40
+
+
+def _tool_ids(request: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    messages = request.get("messages")
+    found: list[tuple[str, Any]] = []
+    for i, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict):
+            continue
+        if "tool_call_id" in message:
+            found.append((f"messages[{i}].tool_call_id", message["tool_call_id"]))
+        calls = message.get("tool_calls")
+        for j, call in enumerate(calls if isinstance(calls, list) else ()):
+            if isinstance(call, dict):
+                found.append((f"messages[{i}].tool_calls[{j}].id", call.get("id")))
+    return found
+
+
+def tool_id_problem(request: Mapping[str, Any]) -> str | None:
+    """What OpenAI's Chat Completions refuses of a request's tool-call ids."""
+    for path, value in _tool_ids(request):
+        if isinstance(value, str) and len(value) > MAX_TOOL_CALL_ID_CHARS:
+            return (
+                f"Invalid '{path}': string too long. Expected a string with maximum "
+                f"length {MAX_TOOL_CALL_ID_CHARS}, but got a string with length "
+                f"{len(value)} instead."
+            )
+    return None
 
 
 _OPENAI = _OpenAIWire()

@@ -13,7 +13,9 @@
   ``internalServerException``).
 * ``POST /model/{modelId}/invoke``: embeddings, Titan (``inputText``: one string;
   anything else is a ``ValidationException`` as Bedrock answers it) or Cohere
-  (``texts``, a model id containing ``cohere.``).
+  (``texts``, a model id containing ``cohere.``); the input's token count in the
+  ``X-Amzn-Bedrock-Input-Token-Count`` reply header (Titan's body repeats it as
+  ``inputTextTokenCount``; Cohere's body has none).
 * ``GET /foundation-models`` and ``GET /inference-profiles``: every model the mock
   knows, on demand, and a ``us.`` profile of each.
 
@@ -25,6 +27,10 @@ which the mock recomputes with botocore from the secret of the access key id
 ``MissingAuthenticationTokenException``, a date more than 15 minutes off a 403
 ``InvalidSignatureException`` too.
 
+A Converse request is refused as Bedrock refuses it (400 ``ValidationException``)
+when its turns hold ``toolUse`` or ``toolResult`` blocks and it has no
+``toolConfig``, or a ``toolUseId`` that is not 1-64 of ``[a-zA-Z0-9_-]``.
+
 Errors are Bedrock's: the exception name in the ``x-amzn-errortype`` header and
 ``{"message": ...}`` as the body; a forced status names the exception Bedrock sends
 with it (429 ``ThrottlingException``, 503 ``ServiceUnavailableException``, ...),
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import calendar
 import hmac
+import re
 import struct
 import time
 import zlib
@@ -55,9 +62,13 @@ from providers.mock_upstream.reply import (
 from providers.mock_upstream.wire import EMBEDDING_DIMENSIONS, _vector, _Wire
 
 MODEL_PREFIX = "/model/"
+#: what Bedrock takes as a ``toolUseId``
+TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 FOUNDATION_MODELS = "/foundation-models"
 INFERENCE_PROFILES = "/inference-profiles"
 EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
+#: where ``invoke`` reports the input's token count
+INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
 
 #: the access keys the mock knows: key id -> secret (tests sign with these)
 TEST_ACCESS_KEY_ID = "AKIAMOCKBEDROCK00001"
@@ -335,6 +346,25 @@ def _is_cohere(model: str) -> bool:
     return "cohere." in model
 
 
+def _token_count(text: str) -> int:
+    """The mock's count of one embedded text's tokens (about four characters each)."""
+    return max(1, len(text) // 4)
+
+
+def _input_tokens(model: str, body: bytes) -> int:
+    """The input token count ``invoke`` reports in its reply header: every text of a
+    Cohere request, Titan's one ``inputText``."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return 0
+    if not isinstance(request, dict):
+        return 0
+    if _is_cohere(model):
+        return sum(_token_count(str(t)) for t in request.get("texts") or ())
+    return _token_count(str(request.get("inputText") or ""))
+
+
 class _InvokeWire:
     """``invoke`` of an embedding model."""
 
@@ -366,7 +396,7 @@ class _InvokeWire:
             "embedding": _vector(
                 text, size if isinstance(size, int) else EMBEDDING_DIMENSIONS
             ),
-            "inputTextTokenCount": max(1, len(text) // 4),
+            "inputTextTokenCount": _token_count(text),
         }
 
     def stream(
@@ -474,8 +504,95 @@ def answer(
         )
         message = "Malformed input request: #/inputText: expected type: String"
         return error_reply(400, "ValidationException", message, record=record)
+    problem = converse_problem(body) if wire is CONVERSE else None
+    if problem is not None:
+        record = state.log.start(
+            path=path, model=model, headers=headers, body=None, is_stream=is_stream
+        )
+        return error_reply(400, "ValidationException", problem, record=record)
     reply = complete(state, wire, path, headers, body, model=model, is_stream=is_stream)
+    if wire is INVOKE and reply.status in _SUCCESS:
+        _count_header(reply, _input_tokens(model, body))
     return _bedrock_shaped(reply)
+
+
+def _blocks(request: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    messages = request.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict):
+                yield block
+
+
+#: a Converse document block's ``name`` and ``format`` as Bedrock checks them
+DOCUMENT_NAME = re.compile(r"(?!.*\s\s)[A-Za-z0-9\s\-()\[\]]{1,200}")
+DOCUMENT_FORMATS = frozenset(
+    {"pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md"}
+)
+
+
+def _document_problem(request: Mapping[str, Any]) -> str | None:
+    """A document block Converse refuses: an invalid or repeated name, an unknown
+    format."""
+    names: set[str] = set()
+    for block in _blocks(request):
+        document = block.get("document")
+        if not isinstance(document, dict):
+            continue
+        name = document.get("name")
+        if not isinstance(name, str) or not DOCUMENT_NAME.fullmatch(name):
+            return (
+                f"The document name '{name}' is invalid: it can only contain "
+                "alphanumeric characters, whitespace characters (no more than one in "
+                "a row), hyphens, parentheses and square brackets."
+            )
+        if name in names:
+            return "The request contains two documents with the same name."
+        names.add(name)
+        if document.get("format") not in DOCUMENT_FORMATS:
+            return f"Unsupported document format: {document.get('format')}"
+    return None
+
+
+def converse_problem(body: bytes) -> str | None:
+    """What Bedrock's Converse refuses of a request (a ``ValidationException``):
+    invalid tool-use ids, tool blocks without a ``toolConfig``, and documents with
+    an invalid or repeated name or an unknown format."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return "Malformed request body"
+    if not isinstance(request, dict):
+        return "Malformed request body"
+    for block in _blocks(request):
+        use = block.get("toolUse") or block.get("toolResult")
+        ident = use.get("toolUseId") if isinstance(use, dict) else None
+        if ident is not None and not (
+            isinstance(ident, str) and TOOL_USE_ID.fullmatch(ident)
+        ):
+            return (
+                f"1 validation error detected: Value '{ident}' at 'toolUseId' failed "
+                "to satisfy constraint: Member must have length less than or equal "
+                "to 64 and satisfy regular expression pattern: [a-zA-Z0-9_-]+"
+            )
+    problem = _document_problem(request)
+    if problem is not None:
+        return problem
+    tool_blocks = any("toolUse" in b or "toolResult" in b for b in _blocks(request))
+    if tool_blocks and "toolConfig" not in request:
+        return (
+            "The toolConfig field must be defined when using toolUse and "
+            "toolResult content blocks."
+        )
+    return None
+
+
+def _count_header(reply: Reply, tokens: int) -> None:
+    """``X-Amzn-Bedrock-Input-Token-Count`` on an ``invoke`` answer, as Bedrock sends
+    it for every model (a scripted one is kept)."""
+    if not any(name.lower() == INPUT_TOKENS_HEADER for name, _ in reply.headers):
+        reply.headers.append((INPUT_TOKENS_HEADER, str(tokens)))
 
 
 def _bad_titan(model: str, body: bytes) -> bool:

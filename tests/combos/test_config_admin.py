@@ -4,6 +4,7 @@ without permissions, and an anonymous visitor (spec 03 §1.3, 08 §5)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -139,6 +140,37 @@ def test_creating_a_combo_with_a_bad_target_shows_the_error_on_targets(
     }
     assert Combo.objects.count() == 0
     assert config_version() == before
+    # the targets editor marks that cell alone: row 2 (from 1), its model
+    bad = form.fields["targets_text"].widget.attrs["data-bad-cells"]
+    assert json.loads(bad) == [
+        {"row": 2, "cell": "target", "message": "unknown provider 'opena'"}
+    ]
+    assert "data-bad-cells" in response.content.decode()
+
+
+def test_a_bad_target_timeout_marks_the_timeout_cell(
+    world: dict[str, Provider], superuser_client: Client
+) -> None:
+    response = superuser_client.post(
+        reverse("admin:combos_combo_add"),
+        combo_form(targets_text="pa/m1\npb/m2 timeout_ms=5"),
+    )
+
+    form = response.context["adminform"].form
+    cells = json.loads(form.fields["targets_text"].widget.attrs["data-bad-cells"])
+    assert [(c["row"], c["cell"]) for c in cells] == [(2, "timeout_ms")]
+
+
+def test_an_auto_option_error_on_its_own_field_is_just_the_message(
+    world: dict[str, Provider], superuser_client: Client
+) -> None:
+    response = superuser_client.post(
+        reverse("admin:combos_combo_add"),
+        combo_form(strategy="auto", cfg_auto_explorationRate="1.5"),
+    )
+
+    errors = response.context["adminform"].form.errors
+    assert errors["cfg_auto_explorationRate"] == ["must be between 0 and 1"]
 
 
 def test_creating_a_combo_writes_its_targets_and_bumps_the_revision(
@@ -281,9 +313,8 @@ def test_an_api_key_with_bad_failover_defaults_shows_the_error_on_that_field(
     )
 
     assert response.context["adminform"].form.errors == {
-        "fo_model_2": [
-            "failover_defaults.models (row 2): 'pb/m2' is not permitted by "
-            "allowed_models"
+        "fo_model_2": [  # on its own field: the message, without the key's path
+            "'pb/m2' is not permitted by allowed_models"
         ]
     }
     assert ApiKey.objects.count() == 0
@@ -545,6 +576,17 @@ def test_the_settings_form_has_a_field_per_key_with_its_default_and_range(
         {"adaptive__trickle_fraction": "0.5"},
     )
     assert "adaptive__trickle_fraction" in refused.context["adminform"].form.errors
+
+
+def test_a_whole_number_setting_reads_back_as_typed(superuser_client: Client) -> None:
+    row = services.save_settings({"model_lock_minutes": 12}).instance  # stored 12.0
+
+    page = superuser_client.get(
+        reverse("admin:combos_gatewaysettings_change", args=[row.pk])
+    )
+
+    assert page.context["adminform"].form["model_lock_minutes"].value() == 12
+    assert 'value="12"' in page.content.decode()
 
 
 def test_every_settings_key_has_a_field_and_a_default() -> None:

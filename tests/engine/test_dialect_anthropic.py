@@ -943,3 +943,36 @@ def test_reasoning_effort_becomes_a_thinking_budget_under_max_tokens(
         assert "top_p" not in out
     else:
         assert out["temperature"] == 0.2
+
+
+def test_a_flagged_tool_result_is_an_error_result(build):
+    body = build(
+        [
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "toolu_1",
+                        "type": "function",
+                        "function": {"name": "w", "arguments": "{}"},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "toolu_1",
+                "content": "Error: offline",
+                "is_error": True,
+            },
+        ]
+    )
+    assert body["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "offline",
+            "is_error": True,
+        }
+    ]

@@ -887,3 +887,81 @@ def test_a_cache_control_marker_becomes_a_cache_point():
         {"cachePoint": {"type": "default"}},
         {"text": "q"},
     ]
+
+
+def _history(call_id: str = "tooluse_1") -> list[dict]:
+    return [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny"},
+        {"role": "user", "content": "and now?"},
+    ]
+
+
+def test_tool_history_without_tools_declares_the_tools_it_called():
+    sent = _build({"messages": _history()}).body
+    assert sent["toolConfig"] == {
+        "tools": [
+            {
+                "toolSpec": {
+                    "name": "get_weather",
+                    "description": (
+                        "Called earlier in this conversation; not offered for new "
+                        "calls."
+                    ),
+                    "inputSchema": {"json": {"type": "object", "properties": {}}},
+                }
+            }
+        ]
+    }
+    assert sent["messages"][1]["content"][0]["toolUse"]["name"] == "get_weather"
+
+
+def test_the_mock_refuses_tool_blocks_without_a_tool_config_as_bedrock_does():
+    from providers.mock_upstream.wire_bedrock import converse_problem
+
+    sent = _build({"messages": _history()}).body
+    assert converse_problem(json.dumps(sent).encode()) is None
+    del sent["toolConfig"]
+    assert converse_problem(json.dumps(sent).encode()) == (
+        "The toolConfig field must be defined when using toolUse and toolResult "
+        "content blocks."
+    )
+
+
+def test_a_failed_tool_result_gets_the_error_status():
+    messages = _history()
+    messages[2] = {**messages[2], "content": "Error: offline", "is_error": True}
+    sent = _build({"messages": messages}).body
+    assert sent["messages"][2]["content"][0] == {
+        "toolResult": {
+            "toolUseId": "tooluse_1",
+            "content": [{"text": "offline"}],
+            "status": "error",
+        }
+    }
+
+
+def test_document_names_are_what_converse_accepts_and_unique_per_document():
+    from gateway.dialects.bedrock import document_name
+    from providers.mock_upstream.wire_bedrock import DOCUMENT_NAME
+
+    cases = ["Q3 report (final)!.pdf", "", "....", "a  b\tc.txt", "é" * 300, "x[1].md"]
+    for filename in cases:
+        name = document_name(filename, "AAAA")
+        assert DOCUMENT_NAME.fullmatch(name), name
+    assert document_name("Q3 report (final)!.pdf", "AAAA").startswith(
+        "Q3 report (final)-"
+    )
+    assert document_name("", "AAAA") != document_name("", "BBBB")
+    assert document_name("a.pdf", "AAAA") == document_name("a.pdf", "AAAA")

@@ -1366,3 +1366,15 @@ def test_a_wrong_key_400_is_an_auth_failure():
     error = GeminiDialect().parse_error(payload, "")
     assert error.code == "API_KEY_INVALID"
     assert classify_status(400, error).detail is FailureDetail.AUTH_FAILED
+
+
+@pytest.mark.parametrize(
+    ("delay", "seconds"), [("120s", 120.0), ("1.5s", 1.5), ("soon", None)]
+)
+def test_a_retry_info_delay_is_the_error_s_retry_after(dialect, delay, seconds):
+    payload = _gemini_error(429, "RESOURCE_EXHAUSTED", "q")
+    payload["error"]["details"] = [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+    ]
+    assert dialect.parse_error(payload, "").retry_after_s == seconds

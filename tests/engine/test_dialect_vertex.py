@@ -443,3 +443,21 @@ def test_the_credential_is_checked_naming_the_field(
 ) -> None:
     found = check_connection(connection, provider)
     assert [field for field, _ in found] == problems
+
+
+def test_a_google_retry_info_on_vertex_is_the_error_s_retry_after():
+    payload = {
+        "error": {
+            "code": 429,
+            "message": "Resource exhausted",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                    "retryDelay": "45s",
+                }
+            ],
+        }
+    }
+    error = REGISTRY["vertex"].parse_error(payload, "")
+    assert (error.code, error.retry_after_s) == ("RESOURCE_EXHAUSTED", 45.0)

@@ -202,6 +202,20 @@ def test_reset_and_reenable_from_the_board(configured, admin_client):
     assert done.status_code == 302
     page = admin_client.get("/admin/").content.decode()
     assert '<tr data-connection="pa@backup" data-state="healthy"' in page
+    assert "Re-enabled pa@backup." in page  # the confirmation, once
+    again = admin_client.post(
+        "/admin/dashboard/health/",
+        {"connection": connection_id, "action": "reenable"},
+        follow=True,
+    ).content.decode()
+    assert "pa@backup was not auth-disabled; nothing to re-enable." in again
+    reset = admin_client.post(
+        "/admin/dashboard/health/",
+        {"connection": connection_id, "action": "reset"},
+        follow=True,
+    ).content.decode()
+    cleared = "Reset pa@backup: breaker, cooldown, auth disable and locks cleared."
+    assert cleared in reset
 
 
 def test_board_buttons_need_the_change_permission(configured):

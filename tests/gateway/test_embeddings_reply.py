@@ -69,3 +69,9 @@ def test_a_missing_usage_is_the_estimate_the_log_uses():
 def test_an_upstream_usage_is_kept():
     answer = ordered(_reply({"prompt_tokens": 7}), _request())
     assert answer["usage"] == {"prompt_tokens": 7, "total_tokens": 7}
+
+
+def test_the_list_has_no_id_as_openai_s_embeddings_reply_has_none():
+    reply = {**_reply({"prompt_tokens": 3}), "id": "chatcmpl-0123"}
+    answer = ordered(reply, _request())
+    assert set(answer) == {"object", "data", "usage"}

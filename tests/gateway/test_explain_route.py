@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -108,7 +109,12 @@ def test_a_combo_orders_its_targets_and_skips_an_open_breaker(table):
         "2. pa/m1@backup  strategy order 1 of 2 (priority), connection 2 of 2" in text
     )
     assert "3. pc/m3@main  strategy order 2 of 2 (priority)" in text
-    assert "skipped pb/m2@main  circuit_open [pre-filter, usable in 30.0 s]" in text
+    # the wait counts down from the breaker's 30 s while the test runs
+    waits = re.findall(
+        r"skipped pb/m2@main  circuit_open \[pre-filter, usable in ([0-9.]+) s\]", text
+    )
+    assert len(waits) == 1, text
+    assert 25 < float(waits[0]) <= 30
 
 
 def test_an_unknown_model_is_the_gateways_404(table):
@@ -209,6 +215,20 @@ def test_the_admin_page_renders_a_report_for_a_superuser(table):
     assert "Slot 0: team" in html
     assert "<code>pb/m2@main</code>" in html
     assert "strategy order 1 of 3 (priority)" in html
+
+
+def test_the_admin_page_shows_a_skipped_breaker_as_time_left(table):
+    open_breaker("pb@main")
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+
+    html = client.get("/admin/explain-route/", {"model": "team"}).content.decode()
+
+    skipped = html.split("circuit open")[1].split("</td>")[0]
+    assert '<time class="omr-time"' in skipped
+    assert 'data-mode="left"' in skipped
+    assert " left</time>" in skipped
+    assert "Z</td>" not in html  # no raw ISO instant
 
 
 def test_the_admin_page_shows_an_empty_form_without_parameters(table):

@@ -7,8 +7,10 @@ import_config`` on its own data directory, then requests over HTTP.  Each
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import socket
 import sqlite3
 import subprocess
@@ -22,14 +24,19 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import sync_playwright
 
 from providers.mock_upstream import RunningMock, start_in_thread
+from tests.services import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_ALL = "sk-or-test-all-000000000000000000000000000000000"
 KEY_PA_ONLY = "sk-or-test-pa-only-0000000000000000000000000000"
 KEY_DISABLED = "sk-or-test-disabled-000000000000000000000000000"
 KEY_EXPIRED = "sk-or-test-expired-0000000000000000000000000000"
+#: Debian's Chromium (``make browser`` installs it), driven by Playwright
+CHROMIUM = Path(os.environ.get("OMNIROUTE_CHROMIUM", "/usr/bin/chromium"))
+STEP_TIMEOUT_MS = 15_000
 
 
 #: settings a gateway process under test always gets its own value of
@@ -305,3 +312,75 @@ def client(gateway: Gateway) -> Iterator[httpx.Client]:
         base_url=gateway.url, timeout=30, headers={"Authorization": f"Bearer {KEY_ALL}"}
     ) as http:
         yield http
+
+
+# --- the console in headless Chromium (shared by the browser tests) ---------------
+
+
+def admin_user(gateway: Gateway, username: str, *, superuser: bool) -> tuple[str, str]:
+    """A user with a password (the admin login form needs one): a superuser, or
+    staff without model permissions."""
+    password = secrets.token_urlsafe(16)
+    create = (
+        f"User.objects.create_superuser({username!r}, 'op@example.com', {password!r})"
+        if superuser
+        else f"User.objects.create_user({username!r}, password={password!r}, "
+        "is_staff=True)"
+    )
+    code = (
+        "from django.contrib.auth.models import User\n"
+        f"User.objects.filter(username={username!r}).delete()\n"
+        f"{create}\n"
+    )
+    result = gateway.manage("shell", "-c", code)
+    assert result.returncode == 0, result.stderr
+    return username, password
+
+
+@contextlib.contextmanager
+def logged_in(
+    browser: Any, gateway: Gateway, user: tuple[str, str], *, width: int = 1440
+) -> Iterator[Any]:
+    """A tab logged in through the admin's login form, at ``width`` px."""
+    context = browser.new_context(
+        base_url=gateway.url, viewport={"width": width, "height": 900}
+    )
+    context.set_default_timeout(STEP_TIMEOUT_MS)
+    try:
+        tab = context.new_page()
+        tab.goto("/admin/login/?next=/admin/")
+        tab.fill("#id_username", user[0])
+        tab.fill("#id_password", user[1])
+        tab.click("#login-form [type=submit]")
+        tab.wait_for_url("**/admin/")
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium; without it the browser tests skip (fail under CI=true)."""
+    if not CHROMIUM.exists():
+        unavailable(f"Chromium is missing at {CHROMIUM} (make browser installs it)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def operator(gateway: Gateway) -> tuple[str, str]:
+    """A superuser of the console."""
+    return admin_user(gateway, "console-operator", superuser=True)
+
+
+@pytest.fixture
+def admin_page(
+    browser: Any, gateway: Gateway, operator: tuple[str, str]
+) -> Iterator[Any]:
+    """A console tab logged in as ``operator``, 1440 px wide."""
+    with logged_in(browser, gateway, operator) as tab:
+        yield tab

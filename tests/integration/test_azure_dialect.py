@@ -351,7 +351,11 @@ def test_a_content_filter_refusal_is_not_failed_over(azure, upstream):
     response = _chat(azure, models=["az/gpt-4o", "azfb/fb"])
     assert response.status_code == 400
     error = response.json()["error"]
-    assert "Azure content filter" in error["message"]
+    # spec 02 §10 rule 2 wraps the upstream's message; the dialect names the filter
+    assert error["message"].startswith(
+        "Upstream rejected the request: Azure content filter: The response was"
+    )
+    assert error["code"] == "upstream_invalid_request"
     assert [r["path"] for r in upstream.requests()] == ["/openai/v1/chat/completions"]
     assert _health(azure, "az")["cooldown_until"] is None
 

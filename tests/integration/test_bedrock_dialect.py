@@ -8,6 +8,7 @@ that auth-disables it), failover, Test connection and model discovery."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -236,6 +237,211 @@ def test_images_bedrock_cannot_take_are_named_or_refused_under_strict(
     assert len(upstream.requests()) == sent  # before any call
 
 
+def test_a_field_converse_cannot_express_is_named_or_refused_under_strict(
+    bedrock, upstream
+):
+    """Spec 09 §2.6: ``response_format`` has no Converse counterpart."""
+    json_mode = {"type": "json_object"}
+    answer = _chat(
+        bedrock, model=f"br/{CLAUDE}", response_format=json_mode, n=1, logprobs=False
+    )
+    assert answer.status_code == 200, answer.text
+    # n: 1 and logprobs: false ask for nothing: only the JSON mode is named
+    assert answer.headers["x-omniroute-dropped"] == "response_format"
+    sent = upstream.requests()[-1]["body"]
+    assert "json_object" not in json.dumps(sent)
+    row = bedrock.requests_log()[-1]
+    assert [a["dropped"] for a in bedrock.attempts_log(row["id"])] == [
+        '["response_format"]'
+    ]
+    calls = len(upstream.requests())
+    refused = httpx.post(
+        f"{bedrock.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "messages": [{"role": "user", "content": "hi"}],
+            "response_format": json_mode,
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "unsupported_parameter"
+    assert error["param"] == "response_format"
+    assert len(upstream.requests()) == calls  # before any call
+    plain = _chat(bedrock, model=f"br/{CLAUDE}", response_format={"type": "text"})
+    assert plain.status_code == 200
+    assert "x-omniroute-dropped" not in plain.headers
+
+
+def test_the_paths_named_are_the_clients_own(bedrock, upstream):
+    """A Responses client's JSON mode is ``text.format``; a Messages client's single
+    tool call per turn is ``tool_choice.disable_parallel_tool_use``."""
+    responses = httpx.post(
+        f"{bedrock.url}/v1/responses",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "input": "hi",
+            "store": False,
+            "text": {"format": {"type": "json_object"}},
+        },
+        timeout=30,
+    )
+    assert responses.status_code == 200, responses.text
+    assert responses.headers["x-omniroute-dropped"] == "text.format"
+    refused = httpx.post(
+        f"{bedrock.url}/v1/responses",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "input": "hi",
+            "store": False,
+            "text": {"format": {"type": "json_object"}},
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "text.format"
+    messages = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [
+                {
+                    "name": "get_weather",
+                    "input_schema": {"type": "object", "properties": {}},
+                }
+            ],
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+        },
+        timeout=30,
+    )
+    assert messages.status_code == 200, messages.text
+    assert messages.headers["x-omniroute-dropped"] == (
+        "tool_choice.disable_parallel_tool_use"
+    )
+
+
+_PDF = base64.b64encode(b"%PDF-1.4 mock").decode()
+
+
+def test_documents_go_as_converse_document_blocks_and_audio_is_named(bedrock, upstream):
+    """A PDF from each client wire becomes a ``document`` block (the mock refuses
+    a bad name or format as Bedrock does); what Converse cannot take is named."""
+    answer = _chat(
+        bedrock,
+        model=f"br/{CLAUDE}",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "summarize both"},
+                    {
+                        "type": "file",
+                        "file": {
+                            "file_data": f"data:application/pdf;base64,{_PDF}",
+                            "filename": "Q3 report (final)!.pdf",
+                        },
+                    },
+                    {
+                        "type": "file",
+                        "file": {"file_data": "data:text/plain,two%20words"},
+                    },
+                    {"type": "file", "file": {"file_id": "file-abc"}},
+                    {
+                        "type": "input_audio",
+                        "input_audio": {"data": "UklG", "format": "wav"},
+                    },
+                ],
+            }
+        ],
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == (
+        "messages[0].content[3],messages[0].content[4]"
+    )
+    blocks = upstream.requests()[-1]["body"]["messages"][0]["content"]
+    assert blocks[0] == {"text": "summarize both"}
+    pdf, text = blocks[1]["document"], blocks[2]["document"]
+    assert pdf["format"] == "pdf"
+    assert pdf["source"] == {"bytes": _PDF}
+    assert pdf["name"].startswith("Q3 report (final)-")
+    assert text["format"] == "txt"
+    assert base64.b64decode(text["source"]["bytes"]) == b"two words"
+    assert text["name"].startswith("document-")
+
+    messages = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "document",
+                            "source": {
+                                "type": "base64",
+                                "media_type": "application/pdf",
+                                "data": _PDF,
+                            },
+                        },
+                        {"type": "text", "text": "summarize"},
+                    ],
+                }
+            ],
+        },
+        timeout=30,
+    )
+    assert messages.status_code == 200, messages.text
+    assert "x-omniroute-dropped" not in messages.headers
+    sent = upstream.requests()[-1]["body"]["messages"][0]["content"]
+    assert sent[0]["document"]["format"] == "pdf"
+    assert sent[0]["document"]["source"] == {"bytes": _PDF}
+
+
+def test_a_messages_image_bedrock_cannot_take_is_named_at_its_block(bedrock, upstream):
+    """The canonical form puts the system and each tool result in messages of
+    their own; the name is still the client's block."""
+    answer = httpx.post(
+        f"{bedrock.url}/v1/messages",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={
+            "model": f"br/{CLAUDE}",
+            "max_tokens": 64,
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": "at what?"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "this"},
+                        {
+                            "type": "image",
+                            "source": {"type": "url", "url": "https://x.test/a.png"},
+                        },
+                    ],
+                },
+            ],
+        },
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == "messages[2].content[1]"
+    row = bedrock.requests_log()[-1]
+    assert [a["dropped"] for a in bedrock.attempts_log(row["id"])] == [
+        '["messages[2].content[1]"]'
+    ]
+
+
 def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
     stream = oai.chat.completions.create(
         model=f"br/{CLAUDE}",
@@ -258,6 +464,46 @@ def test_a_streamed_chat_reads_the_event_stream(oai, upstream):
     assert sent["stream"] is True
     assert sent["outcome"] == "completed"
     _assert_signed(sent)
+
+
+def _sse_ids(gateway, path: str, body: dict) -> list[str | None]:
+    """The ``id`` of every JSON chunk of a stream (``[DONE]`` aside)."""
+    ids = []
+    with httpx.stream(
+        "POST",
+        f"{gateway.url}{path}",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={**body, "stream": True},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                ids.append(json.loads(line[len("data: ") :]).get("id"))
+    return ids
+
+
+def test_every_converse_stream_chunk_carries_the_request_s_id(oai, bedrock, upstream):
+    chunk_ids = {
+        chunk.id
+        for chunk in oai.chat.completions.create(
+            model=f"br/{CLAUDE}",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+        )
+    }
+    assert len(chunk_ids) == 1
+    (only,) = chunk_ids
+    assert only is not None
+    assert only.startswith("chatcmpl-")
+    assert len(only) > len("chatcmpl-")
+    legacy = _sse_ids(
+        bedrock, "/v1/completions", {"model": f"br/{CLAUDE}", "prompt": "hi"}
+    )
+    assert len(legacy) > 1
+    assert len(set(legacy)) == 1
+    assert legacy[0].startswith("cmpl-")
+    assert len(legacy[0]) > len("cmpl-")
 
 
 def test_a_streamed_tool_call_round_trips_with_the_sdk_stream_helper(oai, upstream):
@@ -393,6 +639,77 @@ def test_a_messages_request_is_translated_to_converse(bedrock, upstream):
     assert sent["body"]["inferenceConfig"]["maxTokens"] == 64
 
 
+def test_messages_caching_top_k_and_a_failed_tool_result_reach_converse(
+    bedrock, upstream
+):
+    """#14: what a chat client gets on Bedrock, a Messages client gets too."""
+    marker = {"type": "ephemeral"}
+    client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model=f"br/{CLAUDE}",
+        max_tokens=64,
+        system=[{"type": "text", "text": "Long rules.", "cache_control": marker}],
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "weather?", "cache_control": marker}
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "get_weather",
+                        "input": {"city": "Oslo"},
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01",
+                        "content": "station offline",
+                        "is_error": True,
+                    }
+                ],
+            },
+        ],
+        tools=[
+            {
+                "name": "get_weather",
+                "input_schema": WEATHER["function"]["parameters"],
+            }
+        ],
+        extra_body={"top_k": 5},
+    )
+    assert raw.parse().content[0].text == f"Hello from mock {CLAUDE}."
+    assert "x-omniroute-dropped" not in raw.headers
+    sent = upstream.requests()[-1]["body"]
+    assert sent["system"] == [
+        {"text": "Long rules."},
+        {"cachePoint": {"type": "default"}},
+    ]
+    assert sent["messages"][0]["content"] == [
+        {"text": "weather?"},
+        {"cachePoint": {"type": "default"}},
+    ]
+    assert sent["messages"][2]["content"] == [
+        {
+            "toolResult": {
+                "toolUseId": "toolu_01",
+                "content": [{"text": "station offline"}],
+                "status": "error",
+            }
+        }
+    ]
+    assert sent["additionalModelRequestFields"] == {"top_k": 5}
+
+
 def test_a_converse_stream_arrives_as_a_messages_stream(bedrock, upstream):
     """Spec 10 §6 example 2."""
     client = anthropic.Anthropic(base_url=bedrock.url, api_key=KEY_ALL, max_retries=0)
@@ -465,6 +782,14 @@ def test_titan_embeddings_go_to_invoke(oai, upstream, bedrock):
     row = bedrock.requests_log()[-1]
     assert row["endpoint"] == "embeddings"
     assert row["usage_source"] == "upstream"
+    raw = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={"model": "br/amazon.titan-embed-text-v2:0", "input": "hello"},
+        timeout=30,
+    ).json()
+    assert "id" not in raw  # OpenAI's embeddings list has none
+    assert raw["object"] == "list"
 
 
 def test_titan_refuses_several_inputs_as_bedrock_does(bedrock, upstream):
@@ -487,6 +812,25 @@ def test_cohere_embeddings_send_every_text(oai, upstream):
     sent = upstream.requests()[-1]
     assert sent["path"] == "/model/cohere.embed-english-v3/invoke"
     assert sent["body"]["texts"] == ["a", "b", "c"]
+
+
+def test_cohere_usage_is_the_input_token_count_header(oai, upstream, bedrock):
+    """Cohere's invoke body has no count: ``X-Amzn-Bedrock-Input-Token-Count`` is
+    the upstream's own (the mock counts a token per four characters, at least
+    one per text)."""
+    texts = ["a" * 40, "b" * 8, "c"]
+    answer = oai.embeddings.create(model="br/cohere.embed-english-v3", input=texts)
+    assert answer.usage.prompt_tokens == 10 + 2 + 1
+    assert answer.usage.total_tokens == 13
+    row = bedrock.requests_log()[-1]
+    assert row["usage_source"] == "upstream"
+    upstream.add(
+        "cohere.embed-english-v3",
+        headers={"X-Amzn-Bedrock-Input-Token-Count": "321"},
+        times=1,
+    )
+    scripted = oai.embeddings.create(model="br/cohere.embed-english-v3", input="hi")
+    assert scripted.usage.prompt_tokens == 321
 
 
 # --- failures -------------------------------------------------------------------------
@@ -662,4 +1006,50 @@ def test_the_mock_refuses_an_unsigned_request(mock, bedrock):
     assert response.status_code == 403
     assert response.headers["x-amzn-errortype"].startswith(
         "MissingAuthenticationTokenException"
+    )
+
+
+def test_a_tool_history_without_tools_is_accepted_by_the_converse_wire(
+    bedrock, upstream
+):
+    """Bedrock refuses tool blocks without a toolConfig (the mock too): the
+    dialect declares the tools the history called."""
+    call = {
+        "id": "tooluse_hist_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    response = _chat(
+        bedrock,
+        model=f"br/{CLAUDE}",
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "tooluse_hist_1", "content": "sunny"},
+            {"role": "user", "content": "thanks, summarise"},
+        ],
+    )
+    assert response.status_code == 200, response.text
+    sent = upstream.requests()[-1]["body"]
+    assert [t["toolSpec"]["name"] for t in sent["toolConfig"]["tools"]] == [
+        "get_weather"
+    ]
+    url = f"{_root(upstream)}{CLAUDE_PATH}/converse"
+    body = json.dumps({k: v for k, v in sent.items() if k != "toolConfig"}).encode()
+    headers = {"content-type": "application/json"}
+    headers |= _signed(url, headers, body)
+    refused = httpx.post(url, content=body, headers=headers, timeout=10)
+    assert refused.status_code == 400
+    assert refused.headers["x-amzn-errortype"].startswith("ValidationException")
+    assert "toolConfig field must be defined" in refused.json()["message"]
+
+
+def _signed(url: str, headers: dict, body: bytes) -> dict:
+    return sign_request(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=body,
+        now=time.time(),
+        key=AwsKey("us-east-1", TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY),
     )

@@ -44,6 +44,11 @@ providers:
     base_url: {mock.url}
     connections: [{{name: main, api_key: sk-ant-upstream-secret-pz-1234}}]
     models: [{{id: e1, capabilities: [embeddings]}}]
+  - slug: pg
+    kind: gemini
+    base_url: {mock.url.rsplit("/v1", 1)[0]}
+    connections: [{{name: main, api_key: gemini-upstream-secret-pg-1234}}]
+    models: [{{id: gemb, capabilities: [embeddings]}}]
 combos:
   - name: vectors
     strategy: priority
@@ -154,6 +159,24 @@ def test_a_chat_model_and_a_dialect_without_embeddings_are_skipped(
         ("pz/e1", "main", "capability_mismatch"),
     ]
     assert upstream.requests() == []
+
+
+def test_token_ids_skip_a_text_only_dialect(embedding_models, upstream):
+    """Gemini embeds text only: token ids would be embedded as their JSON text,
+    so its attempts skip (``capability_mismatch`` on ``input``) and the next
+    model that takes them serves."""
+    alone = _post(embedding_models, {"model": "pg/gemb", "input": [[1, 2, 3], [4]]})
+    assert alone.status_code == 400
+    error = alone.json()["error"]
+    assert error["code"] == "capability_mismatch"
+    assert error["param"] == "input"
+    assert upstream.requests() == []
+    served = _post(embedding_models, {"models": ["pg/gemb", "pe/e1"], "input": [7, 8]})
+    assert served.status_code == 200, served.text
+    assert served.json()["model"] == "pe/e1"
+    assert [r["body"]["input"] for r in upstream.requests()] == [[7, 8]]
+    text = _post(embedding_models, {"model": "pg/gemb", "input": ["seven", "eight"]})
+    assert text.status_code == 200, text.text
 
 
 @pytest.mark.parametrize("model", ["auto", "auto/coding", "vector-fusion"])

@@ -9,6 +9,8 @@ import base64
 import json
 import re
 import struct
+import time
+from datetime import datetime
 
 import anthropic
 import httpx
@@ -123,6 +125,46 @@ def test_a_chat_request_is_translated_to_generate_content(oai, upstream):
             "stopSequences": ["END"],
         },
     }
+
+
+def test_sampling_fields_go_to_generation_config_and_logprobs_are_named(
+    gemini, upstream
+):
+    """Spec 09 §2.6: Gemini takes the seed and the penalties; the logprobs would
+    not come back in the chat shape, so they are left out and named."""
+    answer = _chat(
+        gemini,
+        model="gm/g1",
+        seed=42,
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
+        logprobs=True,
+        top_logprobs=3,
+        logit_bias={"50256": -100},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-omniroute-dropped"] == "logprobs,top_logprobs,logit_bias"
+    config = upstream.requests()[-1]["body"]["generationConfig"]
+    assert config == {"seed": 42, "presencePenalty": 0.5, "frequencyPenalty": 0.25}
+    calls = len(upstream.requests())
+    refused = httpx.post(
+        f"{gemini.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={
+            "model": "gm/g1",
+            "messages": [{"role": "user", "content": "hi"}],
+            "seed": 42,
+            "logprobs": True,
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "unsupported_parameter"
+    assert refused.json()["error"]["param"] == "logprobs"
+    assert len(upstream.requests()) == calls
+    carried = _chat(gemini, model="gm/g1", seed=7, logprobs=False, n=1)
+    assert carried.status_code == 200
+    assert "x-omniroute-dropped" not in carried.headers
 
 
 def test_a_streamed_chat_reads_with_the_sdk(oai, upstream):
@@ -250,6 +292,43 @@ def test_thoughts_and_their_signature_survive_a_tool_turn(oai, upstream):
     assert base64.b64decode(part["thoughtSignature"]).startswith(b"sig-mock-")
 
 
+def test_a_conversation_with_signed_ids_fails_over_to_an_openai_upstream(
+    gemini, mock, upstream
+):
+    """A real Gemini signature makes ids of hundreds of characters; OpenAI (and the
+    mock) refuse ids over 40, so the OpenAI dialect sends a short digest, the same
+    for the call and its result (#14)."""
+    signed = "call_r1_0_ts_" + base64.urlsafe_b64encode(bytes(600)).decode()
+    call = {
+        "id": signed,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": "{}"},
+    }
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": signed, "content": "rain"},
+    ]
+    refused = httpx.post(
+        f"{mock.url}/chat/completions",
+        json={"model": "gfb", "messages": messages},
+        timeout=10,
+    )
+    assert refused.status_code == 400
+    assert "string too long" in refused.json()["error"]["message"]
+    upstream.reset()
+    upstream.add("g1", status=503, times=1)
+    answer = _chat(gemini, models=["gm/g1", "gmb/gfb"], messages=messages)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == "gmb/gfb"
+    sent = upstream.requests()[-1]["body"]["messages"]
+    short = sent[1]["tool_calls"][0]["id"]
+    assert len(short) <= 40
+    assert sent[2]["tool_call_id"] == short
+    gemini_sent = upstream.requests()[0]["body"]["contents"][1]["parts"][0]
+    assert base64.b64decode(gemini_sent["thoughtSignature"]) == bytes(600)
+
+
 def test_usage_reaches_the_bill_with_cached_and_thought_tokens(gemini, upstream):
     upstream.add(
         "g1",
@@ -298,6 +377,31 @@ def test_a_messages_request_is_translated_to_gemini(gemini, upstream):
     assert sent["path"] == "/v1beta/models/g1:generateContent"
     assert sent["body"]["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
     assert sent["body"]["generationConfig"]["maxOutputTokens"] == 64
+
+
+def test_a_messages_top_k_reaches_gemini_and_its_cache_marker_is_named(
+    gemini, upstream
+):
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="gm/g1",
+        max_tokens=64,
+        system=[
+            {
+                "type": "text",
+                "text": "Be brief.",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
+        messages=[{"role": "user", "content": "hello"}],
+        extra_body={"top_k": 5},
+    )
+    assert raw.parse().content[0].text == "Hello from mock g1."
+    # Gemini has no prompt-cache marker: only that is left out
+    assert raw.headers["x-omniroute-dropped"] == "system[0].cache_control"
+    sent = upstream.requests()[-1]["body"]
+    assert sent["generationConfig"]["topK"] == 5
+    assert "cache_control" not in json.dumps(sent)
 
 
 def test_a_streamed_messages_tool_call_comes_from_gemini(gemini, upstream):
@@ -459,6 +563,33 @@ def test_resource_exhausted_cools_the_connection(gemini, upstream):
     assert again.status_code == 503
     assert again.json()["error"]["attempts"][0]["reason"] == "cooldown"
     assert len(upstream.requests()) == 1
+
+
+def test_a_retry_info_delay_sets_the_cooldown_like_retry_after(gemini, upstream):
+    """No Retry-After header, the delay in the body's RetryInfo (spec 03 §8.2,
+    amended): the cooldown lasts 120 s, not the 30 s default."""
+    upstream.add(
+        "g1",
+        status=429,
+        times=1,
+        error_body={
+            "error": {
+                "code": 429,
+                "message": "Quota exceeded",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                        "retryDelay": "120s",
+                    }
+                ],
+            }
+        },
+    )
+    before = time.time()
+    assert _chat(gemini, model="gm/g1").status_code == 429
+    until = datetime.fromisoformat(_health(gemini, "gm")["cooldown_until"])
+    assert before + 110 < until.timestamp() < time.time() + 130
 
 
 def test_the_mock_answers_a_429_with_resource_exhausted(gemini, mock, upstream):

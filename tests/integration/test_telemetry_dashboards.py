@@ -10,43 +10,28 @@ browser tests skip, except under ``CI=true`` where they fail.
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.services import unavailable
+from tests.integration.conftest import admin_user, logged_in
 
 pytestmark = pytest.mark.integration
 Gateway = Any  # tests/integration/conftest.py
 MESSAGES = [{"role": "user", "content": "hi"}]
-CHROMIUM = Path(os.environ.get("OMNIROUTE_CHROMIUM", "/usr/bin/chromium"))
-STEP_TIMEOUT_MS = 10_000
 
 
 @pytest.fixture(scope="module")
 def viewer(gateway: Gateway) -> tuple[str, str]:
     """A staff user with a password (the admin login form needs one)."""
-    username, password = "dash-viewer", secrets.token_urlsafe(16)
-    code = (
-        "from django.contrib.auth.models import User\n"
-        f"User.objects.filter(username={username!r}).delete()\n"
-        f"User.objects.create_user({username!r}, password={password!r}, "
-        "is_staff=True)\n"
-    )
-    result = gateway.manage("shell", "-c", code)
-    assert result.returncode == 0, result.stderr
-    return username, password
+    return admin_user(gateway, "dash-viewer", superuser=False)
 
 
 def _session_cookie(gateway: Gateway, username: str, password: str) -> str:
@@ -126,31 +111,11 @@ def test_socket_close_codes_reach_a_real_client(gateway: Gateway, path: str, cod
 # --- headless Chromium ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        unavailable(f"Chromium is missing at {CHROMIUM} (make test installs it)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
-        )
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def page(browser: Any, gateway: Gateway, viewer: tuple[str, str]) -> Iterator[Any]:
-    """A logged-in admin page (through the login form)."""
-    context = browser.new_context(base_url=gateway.url)
-    context.set_default_timeout(STEP_TIMEOUT_MS)
-    tab = context.new_page()
-    tab.goto("/admin/login/?next=/admin/")
-    tab.fill("#id_username", viewer[0])
-    tab.fill("#id_password", viewer[1])
-    tab.click("#login-form [type=submit]")
-    tab.wait_for_url("**/admin/")
-    yield tab
-    context.close()
+    """A console tab logged in as the staff viewer (through the login form)."""
+    with logged_in(browser, gateway, viewer) as tab:
+        yield tab
 
 
 def _count_since(gateway: Gateway, since: str, where: str = "1=1") -> int:

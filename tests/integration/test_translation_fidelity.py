@@ -164,6 +164,51 @@ def test_reasoning_effort_is_named_where_it_cannot_go(reasoning_models, upstream
     assert "reasoning_effort" not in upstream.requests()[-1]["body"]
 
 
+def test_chat_fields_a_translated_wire_has_no_counterpart_for_are_named(
+    reasoning_models, upstream
+):
+    """Spec 09 §2.6 for every translated dialect, not only Bedrock's images: the
+    Responses wire has no stop sequences, seed or penalties, Anthropic's no JSON
+    mode; the Chat Completions wire carries them all; a value that asks for nothing
+    is not named."""
+    asked = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "seed": 5,
+        "stop": ["END"],
+        "presence_penalty": 0.5,
+        "frequency_penalty": 0,
+        "n": 1,
+    }
+    responses_wire = _post(
+        reasoning_models, "/v1/chat/completions", {"model": "pq/rq", **asked}
+    )
+    assert responses_wire.status_code == 200, responses_wire.text
+    assert responses_wire.headers["x-omniroute-dropped"] == (
+        "seed,stop,presence_penalty"
+    )
+    sent = upstream.requests()[-1]
+    assert sent["path"].endswith("/responses")
+    assert not {"seed", "stop", "presence_penalty"} & set(sent["body"])
+    chat_wire = _post(
+        reasoning_models, "/v1/chat/completions", {"model": "px/plain", **asked}
+    )
+    assert "x-omniroute-dropped" not in chat_wire.headers
+    assert upstream.requests()[-1]["body"]["seed"] == 5
+    json_mode = _post(
+        reasoning_models,
+        "/v1/responses",
+        {
+            "model": "pc/m3",
+            "input": "hi",
+            "store": False,
+            "text": {"format": {"type": "json_object"}},
+        },
+    )
+    assert json_mode.status_code == 200, json_mode.text
+    assert json_mode.headers["x-omniroute-dropped"] == "text.format"
+    assert "json" not in str(upstream.requests()[-1]["body"])
+
+
 def test_cache_control_never_reaches_an_openai_upstream(reasoning_models, upstream):
     marker = {"type": "ephemeral"}
     body = _messages(

@@ -325,6 +325,33 @@ def test_a_responses_request_reaches_claude(oai, upstream):
     assert _calls(upstream)[-1]["body"]["system"] == "Be brief."
 
 
+def test_each_publisher_names_what_its_wire_cannot_carry(vertex, upstream):
+    """Spec 09 §2.6 per attempt: Google's wire takes a seed and a JSON mode,
+    Anthropic's neither; a failover from one to the other names them on the
+    answer of the attempt that served it."""
+    asked = {"seed": 11, "response_format": {"type": "json_object"}}
+    gemini = _chat(vertex, model=f"vx/{GEMINI}", **asked)
+    assert gemini.status_code == 200, gemini.text
+    assert "x-omniroute-dropped" not in gemini.headers
+    config = _calls(upstream)[-1]["body"]["generationConfig"]
+    assert config == {"seed": 11, "responseMimeType": "application/json"}
+    claude = _chat(vertex, model=f"vx/{CLAUDE}", **asked)
+    assert claude.status_code == 200, claude.text
+    assert claude.headers["x-omniroute-dropped"] == "seed,response_format"
+    upstream.add(GEMINI, status=500, times=1)
+    failed_over = _chat(
+        vertex, model=f"vx/{GEMINI}", fallback_models=[f"vx/{CLAUDE}"], **asked
+    )
+    assert failed_over.status_code == 200, failed_over.text
+    assert failed_over.json()["model"] == f"vx/{CLAUDE}"
+    assert failed_over.headers["x-omniroute-dropped"] == "seed,response_format"
+    row = vertex.requests_log()[-1]
+    assert [a["dropped"] for a in vertex.attempts_log(row["id"])] == [
+        "[]",
+        '["seed", "response_format"]',
+    ]
+
+
 def test_a_claude_id_with_an_at_sign_works_in_a_combo_and_a_fallback_list(
     vertex, upstream
 ):
@@ -360,7 +387,7 @@ def test_resource_exhausted_cools_the_connection(vertex, upstream):
 
 
 def test_a_revoked_token_is_unauthenticated_and_disables_the_connection(
-    vertex, upstream
+    vertex, upstream, accounts
 ):
     assert _chat(vertex, model=f"vxrevoked/{GEMINI}").status_code == 200
     token = _calls(upstream)[-1]["headers"]["authorization"].split()[1]
@@ -374,6 +401,15 @@ def test_a_revoked_token_is_unauthenticated_and_disables_the_connection(
         401,
     )
     assert _health(vertex, "vxrevoked")["auth_disabled_until"] is not None
+    # the refused token left the cache (#14): after a reset the next call mints anew
+    # instead of resending it until its own expiry
+    minted = len(_mints(upstream, accounts["revoked"]))
+    vertex.reset_health()
+    again = _chat(vertex, model=f"vxrevoked/{GEMINI}")
+    assert again.status_code == 200, again.text
+    assert len(_mints(upstream, accounts["revoked"])) == minted + 1
+    sent = _calls(upstream)[-1]["headers"]["authorization"].split()[1]
+    assert sent != token
 
 
 def test_a_key_the_token_endpoint_refuses_disables_the_connection(

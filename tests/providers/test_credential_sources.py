@@ -158,3 +158,60 @@ def test_auth_never_shows_its_secrets_or_token() -> None:
     shown = repr(Auth(kind="k", secrets={"client_secret": "s3cret"}, token="tok-x"))
     assert "s3cret" not in shown
     assert "tok-x" not in shown
+
+
+async def test_a_refused_token_is_dropped_and_the_next_request_mints_anew(
+    minter: FakeMinter,
+) -> None:
+    clock = lambda: minter.now  # noqa: E731
+    stale = await credential_sources.ready(auth(), clock=clock)
+    assert stale is not None
+    assert credential_sources.refused(auth(), stale) is True
+    fresh = await credential_sources.ready(auth(), clock=clock)
+
+    assert fresh is not None
+    assert (stale.token, fresh.token) == ("tok-1", "tok-2")
+    assert minter.calls == 2
+
+
+async def test_a_late_refusal_of_an_old_token_keeps_the_newer_one(
+    minter: FakeMinter,
+) -> None:
+    clock = lambda: minter.now  # noqa: E731
+    old = await credential_sources.ready(auth(), clock=clock)
+    assert old is not None
+    credential_sources.refused(auth(), old)
+    newer = await credential_sources.ready(auth(), clock=clock)
+    # a request that was still using the old token reports its 401 now
+    assert credential_sources.refused(auth(), old) is False
+    assert await credential_sources.ready(auth(), clock=clock) is newer
+    assert minter.calls == 2
+
+
+def test_a_refused_plain_key_touches_nothing(minter: FakeMinter) -> None:
+    plain = Auth(kind="fakekind", settings=MappingProxyType({"resource": "r"}))
+    assert credential_sources.refused(plain, plain) is False
+
+
+async def test_an_attempt_answered_401_drops_its_minted_token(
+    minter: FakeMinter,
+) -> None:
+    """``upstream.drop_refused``: what the attempt runner calls after each call."""
+    from gateway.kernel.types import ConnectionInfo, ModelInfo, ProviderInfo, Target
+    from gateway.pipeline import upstream
+
+    target = Target(
+        provider=ProviderInfo(slug="p", kind="fakekind", base_url="http://p.test"),
+        model=ModelInfo(provider="p", model_id="m"),
+        connection=ConnectionInfo(provider="p", name="main", auth=auth()),
+    )
+    clock = lambda: minter.now  # noqa: E731
+    used = await credential_sources.ready(auth(), clock=clock)
+    served = upstream.AttemptResult(started=0.0, http_status=200)
+    upstream.drop_refused(target, used, served)
+    assert await credential_sources.ready(auth(), clock=clock) is used
+    refused = upstream.AttemptResult(started=0.0, http_status=401)
+    upstream.drop_refused(target, used, refused)
+    fresh = await credential_sources.ready(auth(), clock=clock)
+    assert fresh is not None
+    assert fresh.token == "tok-2"

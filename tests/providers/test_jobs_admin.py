@@ -99,6 +99,7 @@ def test_staff_see_every_job_with_its_last_run_and_next_due_time(staff: Client) 
     assert "7 created, 0 updated" in page
     assert "2.0 s" in page
     assert "<code>17 */6 * * *</code>" in page
+    assert "every 600 s" in page  # compute_reliability_24h, an interval
     assert "Run now" not in page
     statuses = {row["name"]: row for row in response.context["rows"]}
     assert statuses["sync_models_dev"]["outcome"] == "success"
@@ -243,3 +244,25 @@ def test_catalog_rows_are_read_only_and_deleting_one_bumps_the_config(
     assert response.status_code == 302
     assert CatalogModel.objects.count() == 0
     assert services.config_version() == version + 1
+
+
+def test_a_long_message_is_cut_with_its_full_text_in_an_expander(staff: Client) -> None:
+    message = "arena: every source failed: " + "GET https://example.invalid/x " * 12
+    JobRun.objects.create(
+        job="sync_arena_elo",
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        outcome="failed",
+        message=message,
+        triggered_by="beat",
+    )
+
+    page = staff.get(JOBS_URL).content.decode()
+
+    row = page.split('data-job="sync_arena_elo"')[1].split("</tr>")[0]
+    summary = row.split("<summary")[1].split("</summary>")[0]
+    assert f'title="{message}"' in summary
+    shown = summary.split(">", 1)[1]
+    assert shown.endswith("…")
+    assert message.startswith(shown[:-1])
+    assert f'<div class="omr-full">{message}</div>' in row

@@ -399,8 +399,14 @@ def test_overview_page_shows_cards_charts_and_tables(
         ["pb · main", "2", "0.0 %", "—", "—", "—", "0", "0", "—"],
     ]
     traffic_rows = page.tables["data-traffic"]
-    assert traffic_rows[0] == ["Hour (UTC)", "Requests", "Successful", "Success rate"]
+    assert traffic_rows[0] == ["Hour", "Requests", "Successful", "Success rate"]
     assert len(traffic_rows) == 25
+    hours = re.findall(
+        r'<th scope="row"><time class="omr-time" datetime="([^"]+)"',
+        html.decode().split('id="data-traffic"')[1].split("</table>")[0],
+    )
+    assert len(hours) == 24
+    assert hours == sorted(hours, reverse=True)
     assert sum(int(row[1]) for row in traffic_rows[1:]) == 4
     cost_rows = page.tables["data-cost"][1:]
     assert sum(Decimal(r[1]) for r in cost_rows if r[1] != "—") == Decimal("0.003")

@@ -42,6 +42,7 @@ def test_reliability_rows_show_unknown_values_as_a_dash(staff):
     page = staff.get("/admin/telemetry/reliabilitystat/").content.decode()
     assert "0.9167" in page
     assert "—" in page
+    assert "pa/m1@main" in page  # one column for provider, model and connection
     assert staff.get("/admin/telemetry/reliabilitystat/add/").status_code == 403
 
 
@@ -54,5 +55,11 @@ def test_hourly_usage_is_listed(staff):
         attempts=3,
         samples=3,
         failures=0,
+        prompt_tokens=40,
+        completion_tokens=60,
     )
-    assert staff.get("/admin/telemetry/usagehourly/").status_code == 200
+    response = staff.get("/admin/telemetry/usagehourly/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "pa/m1@main" in page
+    assert "40 + 60" in page

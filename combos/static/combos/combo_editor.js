@@ -31,24 +31,6 @@
     return out.join(" ");
   }
 
-  // The cells the server refused ([{row, cell, message}], rows from 0): each is marked
-  // until it is edited or the rows are reordered; the rest of the table is not.
-  function cellErrors(textarea) {
-    try { return JSON.parse(textarea.getAttribute("data-cell-errors") || "[]"); }
-    catch (e) { return []; }
-  }
-
-  function markCell(el, message) {
-    el.classList.add("omr-cell-error");
-    el.setAttribute("aria-invalid", "true");
-    el.title = message;
-    el.style.outline = "2px solid #dc2626";
-    el.addEventListener("input", function () {
-      el.classList.remove("omr-cell-error"); el.removeAttribute("aria-invalid");
-      el.removeAttribute("title"); el.style.outline = "";
-    }, {once: true});
-  }
-
   function input(value, placeholder, onChange) {
     var el = document.createElement("input");
     el.type = "text"; el.value = value || ""; el.placeholder = placeholder;
@@ -64,14 +46,29 @@
     return el;
   }
 
+  // The cells the server found wrong ([{row (from 1), cell, message}]): each marked
+  // alone, until the rows are rearranged or the cell is edited.
+  function badCells(textarea) {
+    try { return JSON.parse(textarea.getAttribute("data-bad-cells") || "[]"); }
+    catch (e) { return []; }
+  }
+
+  function mark(el, problem) {
+    el.classList.add("omr-bad-cell");
+    el.setAttribute("aria-invalid", "true");
+    el.title = problem.message;
+    el.addEventListener("input", function () {
+      el.classList.remove("omr-bad-cell"); el.removeAttribute("aria-invalid"); el.title = "";
+    }, {once: true});
+  }
+
   function editor(textarea) {
     var rows = textarea.value.split("\n").filter(function (l) { return l.trim(); })
       .map(parseLine);
-    var errors = cellErrors(textarea);
+    var bad = badCells(textarea);
     var table = document.createElement("table");
     table.className = "combo-targets";
     function sync() { textarea.value = rows.map(formatRow).join("\n"); }
-    function reordered() { errors = []; sync(); render(); }
     function render() {
       table.innerHTML = "<thead><tr><th>#</th><th>model or combo:NAME</th>" +
         "<th>connection</th><th>weight</th><th>timeout_ms</th><th></th></tr></thead>";
@@ -87,33 +84,29 @@
         });
         // suggestions from the catalog: every provider/model and combo:NAME (issue #15)
         if (document.getElementById("omr-routes")) { targetInput.setAttribute("list", "omr-routes"); }
-        var named = {
-          target: targetInput,
-          connection: input(row.connection, "any", function (v) { row.connection = v; sync(); }),
-          weight: input(row.weight, "weight", function (v) { row.weight = v; sync(); }),
-          timeout_ms: input(row.timeout_ms, "timeout_ms", function (v) { row.timeout_ms = v; sync(); })
-        };
-        ["target", "connection", "weight", "timeout_ms"].forEach(function (name) {
-          named[name].setAttribute("data-cell", name);
-          cells.push(named[name]);
-        });
-        errors.forEach(function (e) {
-          if (e.row === i) { markCell(named[e.cell] || targetInput, e.message); }
+        cells.push(targetInput);
+        cells.push(input(row.connection, "any", function (v) { row.connection = v; sync(); }));
+        cells.push(input(row.weight, "weight", function (v) { row.weight = v; sync(); }));
+        cells.push(input(row.timeout_ms, "timeout_ms", function (v) { row.timeout_ms = v; sync(); }));
+        var columns = {target: cells[1], connection: cells[2], weight: cells[3], timeout_ms: cells[4]};
+        bad.forEach(function (problem) {
+          if (problem.row === i + 1 && columns[problem.cell]) { mark(columns[problem.cell], problem); }
         });
         tr.setAttribute("data-row", String(i + 1));
         var tools = document.createElement("span");
         tools.appendChild(button("↑", "move up", function () {
-          if (i > 0) { rows.splice(i - 1, 0, rows.splice(i, 1)[0]); reordered(); }
+          if (i > 0) { rows.splice(i - 1, 0, rows.splice(i, 1)[0]); sync(); render(); }
         }));
         tools.appendChild(button("↓", "move down", function () {
-          if (i < rows.length - 1) { rows.splice(i + 1, 0, rows.splice(i, 1)[0]); reordered(); }
+          if (i < rows.length - 1) { rows.splice(i + 1, 0, rows.splice(i, 1)[0]); sync(); render(); }
         }));
-        tools.appendChild(button("✕", "remove", function () { rows.splice(i, 1); reordered(); }));
+        tools.appendChild(button("✕", "remove", function () { rows.splice(i, 1); sync(); render(); }));
         cells.push(tools);
         cells.forEach(function (c) { var td = document.createElement("td"); td.appendChild(c); tr.appendChild(td); });
         body.appendChild(tr);
       });
       table.appendChild(body);
+      bad = [];  // rows move or go: the marks no longer point at their cells
     }
     render();
     var add = button("Add target", "append a target", function () {
