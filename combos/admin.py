@@ -26,11 +26,13 @@ from combos.admin_forms import (
     OverrideForm,
     add_problems,
     confirm_shadow_field,
+    console_text,
     format_targets,
     parse_target_line,
     require_shadow_confirmation,
 )
 from combos.config_export import snapshot_of
+from combos.key_validation import THRESHOLD_HELP
 from combos.models import (
     AdminToken,
     ApiKey,
@@ -40,6 +42,7 @@ from combos.models import (
     ModelComboMapping,
     SmartRoute,
 )
+from gateway.kernel.smart import MAX_SCORE
 from providers.admin_history import FieldHistory
 from providers.validation import ON_ORDER, Problem
 
@@ -76,7 +79,7 @@ class ConfigAdmin(FieldHistory, ModelAdmin):
             )
 
     def warning_text(self, warning: Problem) -> str:
-        return str(warning)
+        return console_text(warning)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         services.delete_instance(obj)
@@ -152,17 +155,6 @@ class ComboAdmin(ConfigAdmin):
                 f"Not saved, strategy {obj.strategy} does not read them: "
                 + ", ".join(form.ignored_keys),
             )
-
-    def warning_text(self, warning: Problem) -> str:
-        detail = warning.message.partition(": ")[2]  # "name (provider/model)"
-        name, _, rest = detail.partition(" (")
-        provider, _, model = rest.rstrip(")").partition("/")
-        if warning.message.startswith("COMBO_NAME_SHADOWS_MODEL"):
-            return (
-                f'Combo "{name}" has the same name as model {model} ({provider}); '
-                "requests for that bare id now route through this combo."
-            )
-        return str(warning)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         try:
@@ -478,6 +470,12 @@ class OverrideAdmin(ConfigAdmin):
 
 class SmartRouteForm(forms.ModelForm):
     confirm_shadow = confirm_shadow_field()
+    # the range is the validator's (its message says why); the widget shows it
+    threshold = forms.IntegerField(
+        initial=4,
+        help_text=THRESHOLD_HELP,
+        widget=forms.NumberInput(attrs={"min": 1, "max": MAX_SCORE}),
+    )
 
     class Meta:
         model = SmartRoute

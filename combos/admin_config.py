@@ -9,7 +9,9 @@
   exactly what the import would write (nothing is written; keys it would generate are
   not shown).
 * **Apply** runs ``import_config`` (all or nothing) on the previewed text, whose digest
-  the form carries: a file changed between preview and apply is refused.
+  the form carries: a file changed between preview and apply is refused.  An uploaded
+  file's text is carried to the apply step in the page's text box; line ends are
+  normalized to LF on both steps, since a browser submits a text box with CRLF.
 
 Exporting needs the view permission of every kind the file holds; previewing and
 applying change every kind, so they are for superusers.
@@ -32,21 +34,16 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from unfold.widgets import UnfoldAdminFileFieldWidget
 
+from combos.admin_forms import console_text
 from combos.config_apply import apply_plan
 from combos.config_export import export_yaml
 from combos.config_file import ConfigFileError, import_config, plan_import
+from providers.console_access import EXPORT_PERMISSIONS
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "admin/combos/config.html"
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
-EXPORT_PERMISSIONS = (
-    "providers.view_provider",
-    "providers.view_connection",
-    "combos.view_combo",
-    "combos.view_apikey",
-    "combos.view_smartroute",
-)
 
 
 class ConfigUploadForm(forms.Form):
@@ -59,6 +56,7 @@ class ConfigUploadForm(forms.Form):
     )
     text = forms.CharField(
         required=False,
+        strip=False,  # the text applied is the text previewed, byte for byte
         widget=forms.Textarea(attrs={"rows": 14, "cols": 100, "spellcheck": "false"}),
         help_text="…or paste the YAML here.",
     )
@@ -76,13 +74,20 @@ class ConfigUploadForm(forms.Form):
                     f"The file is larger than {MAX_UPLOAD_BYTES // 1024} KiB."
                 )
             try:
-                return str(upload.read().decode("utf-8"))
+                return normalize_newlines(upload.read().decode("utf-8-sig"))
             except UnicodeDecodeError as exc:
                 raise forms.ValidationError("The file is not UTF-8 text.") from exc
-        text = str(self.cleaned_data.get("text") or "")
+        text = normalize_newlines(str(self.cleaned_data.get("text") or ""))
         if not text.strip():
             raise forms.ValidationError("Choose a file or paste the YAML.")
         return text
+
+
+def normalize_newlines(text: str) -> str:
+    """Line ends as LF.  A previewed upload comes back from the page's text box, which
+    a browser submits with CRLF line ends: without this the applied text never
+    matched the previewed one."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def digest_of(text: str, prune: bool) -> str:
@@ -94,9 +99,9 @@ def preview(text: str, *, prune: bool) -> dict[str, Any]:
     try:
         plan = plan_import(text, prune=prune)
     except ConfigFileError as exc:
-        return {"problems": [str(p) for p in exc.problems]}
+        return {"problems": [console_text(p) for p in exc.problems]}
     if plan.problems:
-        return {"problems": [str(p) for p in plan.problems]}
+        return {"problems": [console_text(p) for p in plan.problems]}
     before = export_yaml()
     with transaction.atomic():
         report = apply_plan(plan.data, prune=prune)
@@ -114,7 +119,7 @@ def preview(text: str, *, prune: bool) -> dict[str, Any]:
     )
     return {
         "problems": [],
-        "warnings": [str(w) for w in plan.warnings],
+        "warnings": [console_text(w) for w in plan.warnings],
         "diff": diff,
         "counts": _count_lines(counts),
         "changed": bool(diff),
@@ -180,7 +185,7 @@ def _apply(
     try:
         report = import_config(text, prune=prune, user=request.user)
     except ConfigFileError as exc:
-        return {"problems": [str(p) for p in exc.problems]}
+        return {"problems": [console_text(p) for p in exc.problems]}
     logger.info(
         "admin %s: imported a configuration (%s)",
         request.user,
@@ -190,7 +195,7 @@ def _apply(
         "applied": True,
         "changed": report.changed,
         "counts": _count_lines(report.counts),
-        "warnings": [str(w) for w in report.warnings],
+        "warnings": [console_text(w) for w in report.warnings],
         "generated_keys": report.generated_keys,
     }
 

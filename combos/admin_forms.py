@@ -98,6 +98,31 @@ def add_problems(
 
 SHADOW_CODES = ("COMBO_NAME_SHADOWS_MODEL", "SMART_ALIAS_SHADOWS_MODEL")
 SHADOW_WINDOW = timedelta(hours=24)
+_SHADOWING = {
+    "COMBO_NAME_SHADOWS_MODEL": "combo",
+    "SMART_ALIAS_SHADOWS_MODEL": "smart route",
+}
+
+
+def console_text(problem: Problem) -> str:
+    """A problem or warning as the console shows it: rows numbered from 1 and a
+    shadowing warning in words, where the REST API and ``import_config`` keep the
+    machine path and code (spec 07, 01)."""
+    code, _, detail = problem.message.partition(": ")
+    kind = _SHADOWING.get(code)
+    if kind is None:
+        if not problem.path:
+            return problem.message
+        return f"{human_path(problem.path)}: {problem.message}"
+    name, _, rest = detail.partition(" (")
+    provider, _, model = rest.rstrip(")").partition("/")
+    what = f"the model {model} of {provider}" if provider else f"the live combo {model}"
+    # in a file, the row says which one; on a form, the page does
+    where = f"{human_path(problem.path)}: " if "[" in problem.path else ""
+    return (
+        f'{where}{kind.capitalize()} "{name}" has the same name as {what}: requests '
+        f'for "{name}" go to this {kind} instead.'
+    )
 
 
 def confirm_shadow_field() -> forms.BooleanField:

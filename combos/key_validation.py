@@ -15,6 +15,7 @@ from gateway.kernel.autoids import (
     parse_auto_id,
 )
 from gateway.kernel.globs import compile_glob
+from gateway.kernel.smart import MAX_SCORE
 from providers.validation import ON_ORDER, Checker, ConfigIndex
 
 #: any visible ASCII (it travels in an Authorization header), 1..200 characters
@@ -244,8 +245,30 @@ def validate_smart_route(
             elif not index.resolves(target):
                 check.error(tier, f"unknown model or combo '{target}'")
         out[tier] = target
-    out["threshold"] = check.integer(data, "threshold", 1, MAX_INT_COLUMN, default=4)
+    out["threshold"] = _threshold(data, check)
     out["session_ttl_seconds"] = check.integer(
         data, "session_ttl_seconds", 60, 86_400, default=1800
     )
     return out
+
+
+#: what the admin's threshold field says (spec 05 §2.1, §2.2)
+THRESHOLD_HELP = (
+    f"A request whose classifier score reaches this goes to hard, below it to easy "
+    f"(explicit reasoning always goes to hard). Scores run from 0 to {MAX_SCORE}: "
+    f"a code block scores 3, an effort phrase 4, tools 2. Default 4; 1 to {MAX_SCORE}."
+)
+
+
+def _threshold(data: dict[str, Any], check: Checker) -> int | None:
+    """1 to the classifier's highest score: a higher threshold is never reached, so
+    every request would go to ``easy`` (spec 05 §2.2, issue #15)."""
+    value = check.integer(data, "threshold", 1, None, default=4)
+    if value is not None and value > MAX_SCORE:
+        check.error(
+            "threshold",
+            f"must be between 1 and {MAX_SCORE}: the classifier never scores more "
+            f"than {MAX_SCORE}, so a higher threshold sends every request to easy",
+        )
+        return 4
+    return value

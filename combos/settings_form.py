@@ -16,7 +16,7 @@ from django import forms
 from combos.settings_validation import BOOL_KEYS as _BOOLS
 from combos.settings_validation import NESTED_KEYS as _NESTED
 from combos.settings_validation import SCALAR_KEYS as _SCALARS
-from providers.validation import Problem
+from providers.validation import Problem, plain_number
 
 DEFAULTS: dict[str, Any] = {
     "attempt_timeout_ms": 120_000,
@@ -114,12 +114,18 @@ def _default_text(key: str) -> str:
     value = DEFAULTS[key]
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int | float):
+        return plain_number(value)
     return str(value)
 
 
 def _number_field(key: str, spec: tuple[str, float, float | None]) -> forms.Field:
     kind, low, high = spec
-    bounds = f"{low:g}–{high:g}" if high is not None else f"≥ {low:g}"
+    bounds = (
+        f"{plain_number(low)} to {plain_number(high)}"
+        if high is not None
+        else f"at least {plain_number(low)}"
+    )
     text = f"{HELP[key]} Default {_default_text(key)}; allowed {bounds}."
     attrs = {"placeholder": _default_text(key)}
     if kind == "int":

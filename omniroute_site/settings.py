@@ -129,6 +129,12 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
+# The console is the only place a person logs in: a login without ``next`` (the
+# admin's own page opened directly) lands on its dashboard, not Django's default
+# /accounts/profile/ (which urls.py also sends to the dashboard).
+LOGIN_URL = "admin:login"
+LOGIN_REDIRECT_URL = "admin:index"
+
 ROOT_URLCONF = "omniroute_site.urls"
 ASGI_APPLICATION = "omniroute_site.asgi.application"
 

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
+from django.views.generic import RedirectView
 from drf_spectacular.utils import extend_schema
 
 from combos import admin_config
@@ -75,6 +76,11 @@ urlpatterns = [
         name="admin-connection-test",
     ),
     path("admin/", admin.site.urls),
+    # Django's default LOGIN_REDIRECT_URL, kept from being a dead end for a bookmark
+    path(
+        "accounts/profile/",
+        RedirectView.as_view(pattern_name="admin:index", permanent=False),
+    ),
     path("api/combos/auto", auto_views.AutoCombosView.as_view(), name="combos-auto"),
     # the optional slash of the router's resources (combos/api_urls.py); one path
     # in the OpenAPI schema

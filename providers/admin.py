@@ -766,13 +766,13 @@ class ConnectionAdmin(FieldHistory, ModelAdmin):
 
     @admin.display(description="credential")
     def secret(self, obj: Connection) -> str:
-        """The key's env reference or last four, and which other fields are set
-        (their names only, spec 10 §3)."""
+        """The key's env reference or ``set``, and which other fields are set
+        (their names only, spec 10 §3); never any part of a credential."""
         others = obj.secret_names()
-        parts = [obj.api_key_display] if obj.api_key_display else []
+        parts = [f"api key {obj.api_key_display}"] if obj.api_key_display else []
         if others:
             parts.append("set: " + ", ".join(others))
-        return "; ".join(parts) or "—"
+        return "; ".join(parts) or "not set"
 
     def save_model(
         self, request: HttpRequest, obj: Connection, form: Any, change: bool

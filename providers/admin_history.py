@@ -12,11 +12,14 @@ history can be read by anyone who can read the row.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.http import HttpRequest
+
+from providers import crypto
 
 MAX_VALUE_CHARS = 160
 _BEFORE = "_omr_history_before"
@@ -41,13 +44,41 @@ def _text(value: Any) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
+class Secret:
+    """A stored credential in a snapshot: equal to another when the value is the
+    same (by a digest held only in memory), and printed as nothing of it."""
+
+    __slots__ = ("_digest",)
+
+    def __init__(self, value: str) -> None:
+        self._digest = hashlib.sha256(value.encode()).digest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._digest == self._digest
+
+    def __hash__(self) -> int:
+        return hash(self._digest)
+
+
+def _secret_change(old: Any, new: Any) -> str:
+    if old is None:
+        return "set"
+    return "removed" if new is None else "changed"
+
+
 def diff_text(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """``path: old → new`` for every path whose value changed, in order."""
+    """``path: old → new`` for every path whose value changed, in order; a
+    credential's path says only ``set``, ``changed`` or ``removed``."""
     old, new = _flat(before), _flat(after)
     parts = []
     for path in dict.fromkeys([*old, *new]):
-        if old.get(path) != new.get(path):
-            parts.append(f"{path}: {_text(old.get(path))} → {_text(new.get(path))}")
+        was, now = old.get(path), new.get(path)
+        if was == now:
+            continue
+        if isinstance(was, Secret) or isinstance(now, Secret):
+            parts.append(f"{path}: {_secret_change(was, now)}")
+        else:
+            parts.append(f"{path}: {_text(was)} → {_text(now)}")
     return "; ".join(parts)
 
 
@@ -87,10 +118,25 @@ def credential_text(conn: Any) -> str:
     return "set: " + ", ".join(names) if names else "none"
 
 
+def _stored_credentials(conn: Any) -> dict[str, Secret]:
+    """The literal credentials as ``Secret``s: a key replaced by another literal
+    changes no ``credential`` text, yet is an edit the history must show."""
+    found: dict[str, Secret] = {}
+    if conn.api_key_encrypted:
+        try:
+            found["api key"] = Secret(crypto.decrypt(conn.api_key_encrypted))
+        except crypto.SecretUnreadable:  # unreadable here: compared by ciphertext
+            found["api key"] = Secret(conn.api_key_encrypted)
+    for name, value in conn.stored_secrets().items():
+        found[name.replace("_", " ")] = Secret(value)
+    return found
+
+
 def connection_snapshot(conn: Any) -> dict[str, Any]:
     return {
         "name": conn.name,
         "credential": credential_text(conn),
+        **_stored_credentials(conn),
         "secret_refs": dict(conn.secret_refs or {}),
         "settings": dict(conn.settings or {}),
         "tier": conn.tier,

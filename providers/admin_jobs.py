@@ -1,7 +1,8 @@
 """Admin for scheduled jobs (run records, the Jobs page) and the models.dev catalog.
 
 The Jobs page (``admin:providers_jobs``, spec 06 §3.1) lists each registered job's
-last run, outcome, duration, counts, message and next due time, for staff.  Users
+last run, outcome, duration, counts, message and next due time, for staff who may
+view job runs (the same rows the Job runs list shows).  Users
 with ``telemetry.run_job`` also get **Run now**: the Celery task when a broker is
 configured, else a background thread of this process (embedded mode).
 """
@@ -22,6 +23,7 @@ from django.utils import timezone
 from unfold.admin import ModelAdmin
 
 from providers import scheduler, services
+from providers.console_access import JOBS_PERMISSION
 from providers.job_runner import job_statuses
 from providers.jobs import TriggeredBy, load_jobs, start_job
 from providers.models import CatalogModel, JobRun
@@ -94,7 +96,9 @@ class JobRunAdmin(ModelAdmin):
         return [jobs, *super().get_urls()]
 
     def jobs_view(self, request: HttpRequest) -> HttpResponse:
-        """GET: the Jobs page (staff).  POST ``job=<name>``: Run now."""
+        """GET: the Jobs page (``JOBS_PERMISSION``).  POST ``job=<name>``: Run now."""
+        if not request.user.has_perm(JOBS_PERMISSION):
+            raise PermissionDenied
         can_run = request.user.has_perm(RUN_JOB_PERMISSION)
         if request.method == "POST":
             if not can_run:

@@ -69,7 +69,6 @@ class Connection(models.Model):
     # Either an ``env:NAME`` reference kept as is, or a Fernet token (never both).
     api_key_ref = models.CharField(max_length=200, blank=True)
     api_key_encrypted = models.TextField(blank=True)
-    api_key_last4 = models.CharField(max_length=4, blank=True)
     # The kind's other secret fields (spec 10 §3): literals as one Fernet token of
     # a JSON object, ``env:NAME`` references kept as they are (never both per field)
     secrets_encrypted = models.TextField(blank=True)
@@ -101,13 +100,12 @@ class Connection(models.Model):
         """Store a literal (encrypted) or an ``env:NAME`` reference; None/"" clears."""
         value = (value or "").strip()
         if value.startswith("env:"):
-            self.api_key_ref, self.api_key_encrypted, self.api_key_last4 = value, "", ""
+            self.api_key_ref, self.api_key_encrypted = value, ""
         elif value:
             self.api_key_ref = ""
             self.api_key_encrypted = crypto.encrypt(value)
-            self.api_key_last4 = value[-4:]
         else:
-            self.api_key_ref = self.api_key_encrypted = self.api_key_last4 = ""
+            self.api_key_ref = self.api_key_encrypted = ""
 
     @property
     def has_api_key(self) -> bool:
@@ -160,11 +158,12 @@ class Connection(models.Model):
 
     @property
     def api_key_display(self) -> str:
-        """What the admin may show: the env reference or ``•••• <last 4>``."""
+        """What the admin may show: the env reference, or ``set`` for a stored key
+        (no part of a credential is ever shown, issue #15)."""
         if self.api_key_ref:
             return self.api_key_ref
         if self.api_key_encrypted:
-            return f"•••• {self.api_key_last4}"
+            return "set"
         return ""
 
 

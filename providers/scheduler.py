@@ -13,7 +13,8 @@ not hold it keeps trying, so a second worker takes over when the first exits (it
 lease is released at shutdown) or dies (its lease lapses).  Each job keeps its own
 lock too, so this thread beside a Celery beat or ``run_jobs`` never doubles a run.
 
-The Jobs page reads the lease to say which scheduler is running (``status``).
+The Jobs page and the dashboard read the lease to say which scheduler is running
+(``status``): a released or lapsed lease means the in-process scheduler stopped.
 """
 
 from __future__ import annotations
@@ -183,7 +184,15 @@ class SchedulerStatus:
 
 
 def status(now: datetime | None = None) -> SchedulerStatus:
-    """Which scheduler runs the jobs, as far as this database tells."""
+    """Which scheduler runs the jobs, as far as this database tells.
+
+    The in-process scheduler's lease says it at once: held ahead, it is running; once
+    released (shutdown) or lapsed (``LEASE_SECONDS`` after its process died), it is
+    not.  Celery beat (or ``run_jobs --loop``) leaves no lease, only runs triggered by
+    the schedule: one within twice the shortest interval that started *after* the
+    lease ended says something else runs the schedule; the in-process scheduler's
+    own last runs do not (issue #15: after a restart with the scheduler off, those
+    runs read as "Celery beat" for minutes)."""
     now = now or timezone.now()
     held = (
         JobLock.objects.filter(job=LEASE).values_list("locked_until", flat=True).first()
@@ -196,11 +205,12 @@ def status(now: datetime | None = None) -> SchedulerStatus:
             "schedule below.",
             warning=False,
         )
-    # A beat (or run_jobs --loop) leaves runs triggered by the schedule behind: one
-    # within twice the shortest interval says something is running it.
     window = 2 * _shortest_interval_seconds()
+    since = now - timedelta(seconds=window)
+    if held is not None:
+        since = max(since, held)
     recent = JobRun.objects.filter(
-        triggered_by=TriggeredBy.BEAT, started_at__gte=now - timedelta(seconds=window)
+        triggered_by=TriggeredBy.BEAT, started_at__gt=since
     ).exists()
     if recent:
         return SchedulerStatus(
@@ -212,7 +222,8 @@ def status(now: datetime | None = None) -> SchedulerStatus:
     return SchedulerStatus(
         "none",
         "No scheduler is running: jobs run only when started here or by manage.py "
-        "run_jobs. Set OMNIROUTE_SCHEDULER=in-process or run Celery beat.",
+        "run_jobs. Set OMNIROUTE_SCHEDULER=in-process or run Celery beat (this "
+        f"process has OMNIROUTE_SCHEDULER={settings.OMNIROUTE_SCHEDULER}).",
         warning=True,
     )
 

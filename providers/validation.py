@@ -30,6 +30,13 @@ from providers.presets import PRESETS, Preset
 COMBO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CONNECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+#: an upstream model id (spec 07 ``models[].id``): what upstreams name their models
+#: with (``gpt-5-nano``, ``meta-llama/Llama-3-8b``, ``claude-sonnet-4@20250514``,
+#: ``us.anthropic.claude-3:0``, ``openai/gpt-4o:free``); no spaces or punctuation
+#: that a model string cannot carry
+MODEL_ID = re.compile(r"^[A-Za-z0-9~][A-Za-z0-9._:/@+~-]{0,255}$")
+#: connection priority (spec 07: "lower first"): 0 is the default and the first
+PRIORITY_RANGE = (0, 1_000_000)
 RESERVED = frozenset({"auto", "combo"})
 _NAME_RULE = "letters, digits, '.', '_', '-'{colon}, starting with a letter or digit"
 #: what each name pattern allows, in words (issue #15: errors never show a regex)
@@ -38,6 +45,8 @@ PATTERN_TEXT: dict[str, str] = {
     COMBO_NAME.pattern: _NAME_RULE.format(colon=" and ':'"),
     CONNECTION_NAME.pattern: _NAME_RULE.format(colon=" and ':'"),
     DEPLOYMENT.pattern: _NAME_RULE.format(colon="") + " (at most 64)",
+    MODEL_ID.pattern: "letters, digits and '.', '_', '-', ':', '/', '@', '+', '~', "
+    "no spaces, starting with a letter, digit or '~' (at most 256)",
 }
 MAX_TARGETS = 16
 MAX_COMBO_DEPTH = 3
@@ -334,16 +343,28 @@ class Checker:
         return list(value)
 
 
+def plain_number(value: float) -> str:
+    """A number as a person writes it: ``1 000 000``, ``3 600 000``, ``0.5``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return f"{value:,}".replace(",", " ")
+    return repr(value)
+
+
 def _range_text(
     low: float | None, high: float | None, xl: bool = False, xh: bool = False
 ) -> str:
+    """The allowed range in words (issue #15): "must be between 0 and 1 000 000"."""
     if low is not None and high is not None:
-        left = "<" if xl else "<="
-        right = "<" if xh else "<="
-        return f"must be {low} {left} x {right} {high}"
+        if not xl and not xh:
+            return f"must be between {plain_number(low)} and {plain_number(high)}"
+        left = "more than" if xl else "at least"
+        right = "less than" if xh else "at most"
+        return f"must be {left} {plain_number(low)} and {right} {plain_number(high)}"
     if low is not None:
-        return f"must be {'>' if xl else '>='} {low}"
-    return f"must be {'<' if xh else '<='} {high}"
+        return f"must be {'more than' if xl else 'at least'} {plain_number(low)}"
+    return f"must be {'less than' if xh else 'at most'} {plain_number(high or 0)}"
 
 
 def require_mapping(
@@ -716,7 +737,7 @@ def validate_connection(
         ),
         "default_model": check.string(data, "default_model", max_len=256) or "",
         "active": check.boolean(data, "active", True),
-        "priority": check.integer(data, "priority", -1_000_000, 1_000_000, default=0),
+        "priority": check.integer(data, "priority", *PRIORITY_RANGE, default=0),
         "max_concurrency": check.integer(
             data, "max_concurrency", 0, 1_000_000, default=0
         ),
@@ -757,7 +778,9 @@ def validate_connection(
 
 def validate_model(data: dict[str, Any], check: Checker) -> dict[str, Any]:
     check.unknown_keys(data, MODEL_KEYS)
-    out: dict[str, Any] = {"id": check.string(data, "id", required=True, max_len=256)}
+    out: dict[str, Any] = {
+        "id": check.string(data, "id", required=True, pattern=MODEL_ID, max_len=256)
+    }
     for name in ("input_cost", "output_cost", "cache_read_cost", "cache_write_cost"):
         out[name] = check.number(data, name, 0, 1_000_000)
     out["context_window"] = check.integer(data, "context_window", 1, 100_000_000)

@@ -59,3 +59,30 @@ def test_an_open_metrics_endpoint_in_production_is_a_warning(settings):
     settings.IS_PRODUCTION = False
     settings.OMNIROUTE_METRICS_TOKEN = ""
     assert "omniroute.W003" not in [m.id for m in checks.run_checks()]
+
+
+def test_a_login_without_next_lands_on_the_dashboard(ops):
+    """Issue #15 audit: /admin/login/ opened directly led to /accounts/profile/."""
+    client = Client()
+    page = client.get("/admin/login/")
+    assert page.status_code == 200
+
+    response = client.post(
+        "/admin/login/",
+        {"username": "ops", "password": "right"},
+        REMOTE_ADDR="203.0.113.7",
+    )
+
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"
+    assert client.get(response["Location"]).status_code == 200
+
+
+def test_the_default_profile_address_is_not_a_dead_end(ops):
+    client = Client()
+    client.force_login(ops)
+
+    response = client.get("/accounts/profile/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/"

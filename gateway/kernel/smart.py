@@ -108,6 +108,17 @@ ATTACHMENTS_POINTS = 2
 CONTEXT_POINTS = ((32_000, 6), (8_000, 3), (2_000, 1))
 THREAD_DEPTH_POINTS = 1
 THREAD_DEPTH_MESSAGES = 7
+#: the highest score (spec 05 §2.2: 22): a threshold above it sends every request
+#: without explicit reasoning to ``easy``
+MAX_SCORE = (
+    EFFORT_KEYWORD_POINTS
+    + CODE_POINTS
+    + TOOLS_MANY_POINTS
+    + STRUCTURED_OUTPUT_POINTS
+    + ATTACHMENTS_POINTS
+    + CONTEXT_POINTS[0][1]
+    + THREAD_DEPTH_POINTS
+)
 
 _EXPLICIT_EFFORTS = frozenset({"medium", "high", "xhigh", "max"})
 _EXPLICIT_THINKING = frozenset({"enabled", "adaptive"})

@@ -23,6 +23,7 @@ from django.urls import reverse
 
 from gateway.config.snapshot import probe_info
 from gateway.ops.probe import Probe, discover, test_connection
+from providers.console_access import may_open
 from providers.models import Connection, Provider
 from providers.services import add_discovered_models
 
@@ -30,7 +31,7 @@ DISCOVER_TEMPLATE = "admin/providers/discover.html"
 
 
 def discover_view(request: HttpRequest, pk: int) -> HttpResponse:
-    if not request.user.has_perm("providers.change_provider"):  # type: ignore[union-attr]
+    if not may_open(request.user, "discover"):
         raise PermissionDenied
     provider = get_object_or_404(Provider, pk=pk)
     change_url = reverse("admin:providers_provider_change", args=[provider.pk])
@@ -71,7 +72,7 @@ def _report(connection: Connection, probe: Probe) -> tuple[int, str]:
 
 
 def test_connection_view(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("providers.change_connection"):  # type: ignore[union-attr]
+    if not may_open(request.user, "test_connection"):
         raise PermissionDenied
     ids = [int(i) for i in request.GET.get("ids", "").split(",") if i.isdigit()]
     for connection in Connection.objects.filter(pk__in=ids).select_related("provider"):

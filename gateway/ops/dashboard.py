@@ -3,7 +3,13 @@
 Four panels, computed per request from bounded queries and the health board:
 
 * **traffic**: requests, error rate and failover rate over the last 15 minutes, hour
-  and 24 hours (one aggregate query per window on the indexed ``created_at``);
+  and 24 hours (one aggregate query per window on the indexed ``created_at``).  A
+  request *failed over* when one of its upstream attempts failed and another was
+  made after it (what ``omniroute_failovers_total`` counts, spec 06 §2): a combo
+  moving to its next target, a key's ``failover_defaults`` chain (``failover``, spec
+  06 §1.1) and a retry on another connection alike.  Refusals (spec 06: no upstream
+  call) are counted apart, and ``no_healthy_candidate`` ones on their own: every
+  target was filtered by health state, an outage;
 * **health**: every connection with its state (auth disabled, open, half-open,
   cooling, locked models, healthy), the time left, its last failed attempt and its
   success rate over the last 15 minutes, the unhealthy ones first, each with Reset
@@ -28,7 +34,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
@@ -37,6 +43,7 @@ from django.utils import timezone
 from combos.models import ApiKey
 from combos.services import hash_api_key
 from providers import scheduler
+from providers.console_access import may_open
 from providers.health import board, connection_key, summarize
 from providers.job_runner import job_statuses
 from providers.models import Connection
@@ -53,6 +60,10 @@ WINDOWS = (
 RECENT = timedelta(minutes=15)
 #: request outcomes the gateway failed to serve (refusals are the client's own)
 FAILED = ("upstream_failed", "interrupted")
+#: attempt results that are not a failure of the target (spec 06 §1.2, §3.4)
+NOT_FAILED = ("success", "cancelled", "client_error")
+#: the refusal of a request whose every target is unhealthy (spec 01, 02 §10)
+NO_HEALTHY = "no_healthy_candidate"
 #: the demo configuration's key (omniroute_site/demo.yaml): public, so a warning
 DEMO_KEY = "sk-or-demo-0000000000000000000000000000000000000"
 PANEL_TEMPLATE = "admin/dashboard_panels.html"
@@ -65,6 +76,7 @@ class Window:
     errors: int
     refused: int
     failovers: int
+    no_healthy: int = 0
 
     @property
     def error_rate(self) -> float | None:
@@ -101,6 +113,16 @@ class HealthRow:
 _ORDER = {"auth_disabled": 0, "open": 1, "half_open": 2, "cooling": 3, "locked": 4}
 
 
+def failed_over() -> Q:
+    """Requests that moved on after a failed upstream attempt: a chain of models ran
+    (``failover``), or more than one attempt was made and one of them failed (a
+    fusion's panel calls that all succeed are not a failover)."""
+    failed_attempt = AttemptLog.objects.filter(request=OuterRef("pk")).exclude(
+        result__in=NOT_FAILED
+    )
+    return Q(failover=True) | Q(Q(attempt_count__gt=1), Exists(failed_attempt))
+
+
 def traffic(now: datetime) -> list[Window]:
     windows = []
     for label, span in WINDOWS:
@@ -108,7 +130,8 @@ def traffic(now: datetime) -> list[Window]:
             requests=Count("id"),
             errors=Count("id", filter=Q(status__in=FAILED)),
             refused=Count("id", filter=Q(status="refused")),
-            failovers=Count("id", filter=Q(failover=True)),
+            failovers=Count("id", filter=failed_over()),
+            no_healthy=Count("id", filter=Q(status="refused", reason=NO_HEALTHY)),
         )
         windows.append(
             Window(
@@ -117,6 +140,7 @@ def traffic(now: datetime) -> list[Window]:
                 row["errors"],
                 row["refused"],
                 row["failovers"],
+                row["no_healthy"],
             )
         )
     return windows
@@ -220,14 +244,22 @@ def panels(request: HttpRequest) -> dict[str, Any]:
     started = time.perf_counter()
     now = timezone.now()
     health = health_rows(now)
+    windows = traffic(now)
+    found = warnings(request)
+    if windows[0].no_healthy:
+        found.append(
+            f"{windows[0].no_healthy} request(s) in the last {windows[0].label} were "
+            "refused with 503 no_healthy_candidate: every target they could use was "
+            "unhealthy (see Health)."
+        )
     context = {
-        "traffic": traffic(now),
+        "traffic": windows,
         "health": health,
         "unhealthy_count": sum(
             1 for row in health if row.unhealthy and row.state != "inactive"
         ),
-        "jobs": job_statuses(now),
-        "warnings": warnings(request),
+        "jobs": job_statuses(now) if may_open(request.user, "jobs") else [],
+        "warnings": found,
         "can_change_connections": request.user.has_perm("providers.change_connection"),
         "generated_at": now,
         "refresh_seconds": REFRESH_SECONDS,

@@ -31,9 +31,10 @@ from gateway.inbound.chat import WIRE as CHAT_WIRE
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.pipeline.context import ChatContext
 from gateway.pipeline.record import RunRecord
+from providers.console_access import PLAYGROUND_PERMISSION
 
 TEMPLATE = "admin/playground.html"
-PERMISSION = "combos.change_apikey"
+PERMISSION = PLAYGROUND_PERMISSION
 DEFAULT_MESSAGE = "Say hello in five words."
 
 

@@ -16,6 +16,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from providers.console_access import may_open
+
 register = template.Library()
 
 
@@ -104,3 +106,12 @@ def omr_percent(value: float | None) -> str:
 def omr_words(value: str | None) -> str:
     """``auth_disabled`` -> ``auth disabled``."""
     return str(value or "").replace("_", " ")
+
+
+@register.simple_tag(takes_context=True)
+def omr_may(context: template.Context, page: str) -> bool:
+    """``{% omr_may "playground" as can_play %}``: whether the page's user may open
+    that console page (``providers.console_access``), so a link is shown only to
+    those it will not refuse."""
+    request = context.get("request")
+    return request is not None and may_open(request.user, page)

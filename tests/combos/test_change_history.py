@@ -77,6 +77,7 @@ def test_a_connection_edit_names_a_new_secret_without_showing_it(
     assert saved.status_code == 302
     message = _last_message()
     assert "priority: 0 → 3" in message
+    assert "api key: changed" in message  # issue #15 audit: the key was not named
     assert "sk-upstream" not in message
     assert "1111" not in message
     assert "7890" not in message
@@ -90,6 +91,29 @@ def test_the_diff_text_flattens_nested_values() -> None:
         "breaker.open_seconds: 30 → 60; exploration_rate: 0.05 → —; "
         "hide_paid_models: — → true"
     )
+
+
+def test_an_unchanged_key_is_not_logged_and_a_removed_one_is(
+    make_provider: Callable[..., Provider], superuser_client: Client
+) -> None:
+    make_provider("pa", api_key="sk-upstream-secret-7890")
+    connection = Connection.objects.get()
+    form = {
+        "provider": connection.provider_id,
+        "name": "main",
+        "tier": connection.tier,
+        "active": "on",
+        "priority": "0",
+        "max_concurrency": "0",
+    }
+    url = reverse("admin:providers_connection_change", args=[connection.pk])
+
+    assert superuser_client.post(url, {**form, "priority": "1"}).status_code == 302
+    assert "api key" not in _last_message()  # left empty: the stored key is kept
+    assert (
+        superuser_client.post(url, {**form, "clear_api_key": "on"}).status_code == 302
+    )
+    assert "api key: removed" in _last_message()
 
 
 # -- edits outside the admin's forms: the REST API and config imports ---------------

@@ -227,18 +227,18 @@ def test_a_json_key_of_another_strategy_is_still_kept_with_a_warning(
         (
             "round-robin",
             {"cfg_stickyRoundRobinLimit": "0"},
-            {"cfg_stickyRoundRobinLimit": ["must be 1 <= x <= 1000"]},
+            {"cfg_stickyRoundRobinLimit": ["must be between 1 and 1 000"]},
         ),
         (
             "context-relay",
             {"cfg_handoffThreshold": "0.95"},
-            {"cfg_handoffThreshold": ["must be 0 < x < 0.95"]},
+            {"cfg_handoffThreshold": ["must be more than 0 and less than 0.95"]},
         ),
         (
             "fusion",
             {"cfg_fusion_minPanel": "17", "cfg_judgeModel": "nope/x"},
             {
-                "cfg_fusion_minPanel": ["must be 1 <= x <= 16"],
+                "cfg_fusion_minPanel": ["must be between 1 and 16"],
                 "cfg_judgeModel": ["unknown model or combo 'nope/x'"],
             },
         ),
@@ -247,7 +247,7 @@ def test_a_json_key_of_another_strategy_is_still_kept_with_a_warning(
             {"cfg_stagePrompts": "a\nb\nc", "cfg_agentic_maxToolRounds": "33"},
             {
                 "cfg_stagePrompts": ["must not be longer than targets"],
-                "cfg_agentic_maxToolRounds": ["must be 1 <= x <= 32"],
+                "cfg_agentic_maxToolRounds": ["must be between 1 and 32"],
             },
         ),
     ],
@@ -278,7 +278,7 @@ def test_a_bad_key_typed_in_the_json_shows_the_error_on_the_json(
     assert response.context["adminform"].form.errors == {
         "config_text": [
             "config.fusionTuning.quorum: unknown key",
-            "config.fusionTuning.minPanel: must be 1 <= x <= 16",
+            "config.fusionTuning.minPanel: must be between 1 and 16",
         ]
     }
 

@@ -353,7 +353,9 @@ def test_a_tpm_beyond_the_stored_range_is_a_problem_not_a_crash(
     data = small_config()
     data["api_keys"][0]["tpm"] = 3_000_000_000
 
-    assert import_problems(data) == ["api_keys[0].tpm: must be 1 <= x <= 2147483647"]
+    assert import_problems(data) == [
+        "api_keys[0].tpm: must be between 1 and 2 147 483 647"
+    ]
     assert Provider.objects.count() == 0
 
 

@@ -144,9 +144,9 @@ def test_every_field_of_a_key_is_stored_normalised(world: dict[str, Provider]) -
     ("fields", "expected"),
     [
         ({"expires_at": "next year"}, "expires_at: must be an ISO 8601 date-time"),
-        ({"rpm": 0}, "rpm: must be 1 <= x <= 10000000"),
-        ({"tpm": -5}, "tpm: must be 1 <= x <= 2147483647"),
-        ({"budget_usd": -1}, "budget_usd: must be 0 <= x <= 1000000000"),
+        ({"rpm": 0}, "rpm: must be between 1 and 10 000 000"),
+        ({"tpm": -5}, "tpm: must be between 1 and 2 147 483 647"),
+        ({"budget_usd": -1}, "budget_usd: must be between 0 and 1 000 000 000"),
         ({"budget_period": "year"}, "budget_period: must be one of: day, week, month"),
         (
             {"allowed_models": "pa/*"},
@@ -232,19 +232,19 @@ def test_clearing_failover_defaults_removes_them(
         ({"models": ["auto/sideways"]}, "failover_defaults.models[0]: unknown model"),
         (
             {"models": ["pa/m1"], "timeout_ms": 999},
-            "failover_defaults.timeout_ms: must be 1000 <= x <= 300000",
+            "failover_defaults.timeout_ms: must be between 1 000 and 300 000",
         ),
         (
             {"models": ["pa/m1"], "timeout_ms": 300_001},
-            "failover_defaults.timeout_ms: must be 1000 <= x <= 300000",
+            "failover_defaults.timeout_ms: must be between 1 000 and 300 000",
         ),
         (
             {"models": ["pa/m1"], "first_token_timeout_ms": 499},
-            "failover_defaults.first_token_timeout_ms: must be 500 <= x <= 60000",
+            "failover_defaults.first_token_timeout_ms: must be between 500 and 60 000",
         ),
         (
             {"models": ["pa/m1"], "first_token_timeout_ms": 60_001},
-            "failover_defaults.first_token_timeout_ms: must be 500 <= x <= 60000",
+            "failover_defaults.first_token_timeout_ms: must be between 500 and 60 000",
         ),
         ({"models": ["pa/m1"], "on": ["http_500"]}, "failover_defaults.on: must be"),
         ({"models": ["pa/m1"], "on": "timeout"}, "failover_defaults.on: must be"),
@@ -365,3 +365,19 @@ def test_a_failover_model_is_permitted_by_its_form_as_sent_or_resolved(
     )
 
     assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("threshold", "ok"), [(0, False), (1, True), (22, True), (23, False), (5000, False)]
+)
+def test_a_smart_route_threshold_is_1_to_the_highest_score(
+    world: dict[str, Provider], threshold: int, ok: bool
+) -> None:
+    """Spec 05 §2.2: scores reach 22, so a higher threshold is never met."""
+    check = services.Checker("")
+    services.validate_smart_route(
+        {"alias": "smart", "easy": "pa/m1", "hard": "pb/m2", "threshold": threshold},
+        check,
+        services.build_index(),
+    )
+    assert (check.problems == []) is ok

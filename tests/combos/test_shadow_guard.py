@@ -38,7 +38,7 @@ def _smart_form(**fields: str) -> dict[str, str]:
         "alias": "team",
         "easy": "pa/m1",
         "hard": "pb/m2",
-        "threshold": "50",
+        "threshold": "5",
         "session_ttl_seconds": "1800",
         **fields,
     }
@@ -106,11 +106,11 @@ def test_re_saving_a_confirmed_row_under_its_name_needs_no_new_tick(
 
     saved = superuser_client.post(
         reverse("admin:combos_smartroute_change", args=[route.pk]),
-        _smart_form(threshold="60"),
+        _smart_form(threshold="6"),
     )
 
     assert saved.status_code == 302
-    assert SmartRoute.objects.get(pk=route.pk).threshold == 60
+    assert SmartRoute.objects.get(pk=route.pk).threshold == 6
 
 
 def test_explain_route_shows_what_a_name_shadows(
@@ -132,3 +132,23 @@ def test_explain_route_shows_what_a_name_shadows(
         "'m1' is a combo: it shadows the model pa/m1 (ask for it by provider/model)"
     ]
     assert explain(table, "pa/m1")["shadowing"] == []
+
+
+def test_a_threshold_above_the_highest_score_is_refused_in_words(
+    world: dict[str, Provider], superuser_client: Client
+) -> None:
+    """Issue #15 audit: threshold 5000 was accepted (spec 05: scores reach 22)."""
+    page = superuser_client.get(reverse("admin:combos_smartroute_add")).content
+    assert "Scores run from 0 to 22" in page.decode()
+
+    response = superuser_client.post(
+        reverse("admin:combos_smartroute_add"),
+        _smart_form(alias="fresh", threshold="5000"),
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["threshold"] == [
+        "must be between 1 and 22: the classifier never scores more than 22, so a "
+        "higher threshold sends every request to easy"
+    ]
+    assert not SmartRoute.objects.filter(alias="fresh").exists()

@@ -13,9 +13,11 @@ from django.test import Client
 from django.utils import timezone
 
 from combos.config_file import import_config
+from combos.models import Combo
 from gateway.kernel.breaker import HealthConfig
 from gateway.templatetags.omr import omr_left, span_text
 from providers.health import board
+from providers.models import Connection
 from telemetry.models import AttemptLog, RequestLog
 
 pytestmark = pytest.mark.django_db
@@ -102,7 +104,48 @@ def test_traffic_counts_errors_and_failovers_per_window(configured, admin_client
     assert "33.3 %" in fifteen  # one error and one failover in three
     assert '<div class="omr-figure">4</div>' in hour
     assert '<div class="omr-figure">5</div>' in day
-    assert "refused 1" in day
+    assert "refused</span> 1" in day
+
+
+def test_a_combo_moving_to_its_next_target_counts_as_a_failover(
+    configured, admin_client
+):
+    """Issue #15 audit: a chain inside a combo failed over on every request
+    (3 attempts, ``failover`` false) and the dashboard said 0.0 %."""
+    moved = _request(5)
+    moved.attempt_count = 3
+    moved.save(update_fields=["attempt_count"])
+    _attempt(moved, "pa", "main", "server_error", http_status=503)
+    _attempt(moved, "pa", "backup", "timeout")
+    _attempt(moved, "pb", "main", "success")
+    fused = _request(5)  # a fusion's panel: two calls, none failed
+    fused.attempt_count = 2
+    fused.save(update_fields=["attempt_count"])
+    _attempt(fused, "pa", "main", "success")
+    _attempt(fused, "pb", "main", "success")
+    _request(5, failover=True)  # a key's failover_defaults chain
+    _request(5)
+
+    page = admin_client.get("/admin/").content.decode()
+
+    fifteen = page.split('data-window="')[1]
+    assert "failed over</span> <strong" in fifteen
+    assert '<strong class="omr-failovers">50.0 %</strong> (2)' in fifteen
+
+
+def test_refusals_with_no_healthy_target_show_as_an_outage(configured, admin_client):
+    for _ in range(2):
+        row = _request(3, status="refused")
+        row.http_status, row.reason = 503, "no_healthy_candidate"
+        row.save(update_fields=["http_status", "reason"])
+    _request(3, status="refused")  # e.g. a key over its budget: not an outage
+
+    page = admin_client.get("/admin/").content.decode()
+
+    fifteen = page.split('data-window="')[1]
+    assert "refused</span> 3" in fifteen
+    assert "no healthy target</span> 2 refused with 503" in fifteen
+    assert "2 request(s) in the last 15 min were refused with 503" in page
 
 
 def test_the_health_board_lists_unhealthy_connections_first_with_their_last_error(
@@ -255,3 +298,63 @@ def test_a_time_left_renders_as_a_time_element_counting_down() -> None:
     assert 'data-mode="left"' in html
     assert ">23 s left</time>" in html or ">22 s left</time>" in html
     assert omr_left(None) == '<span class="omr-muted">—</span>'
+
+
+CONSOLE_LINKS = {
+    "playground": 'href="/admin/playground/',
+    "config": 'href="/admin/config/"',
+    "jobs": 'href="/admin/providers/jobrun/jobs/"',
+}
+
+
+def test_a_limited_user_sees_no_link_to_a_page_that_refuses_them(configured):
+    """Issue #15 audit: staff with view rights on combos, connections and the
+    request log saw Playground, Configuration as code and Jobs, each a 403."""
+    user = get_user_model().objects.create_user("viewer", password="pw", is_staff=True)
+    for app, codename in (
+        ("combos", "view_combo"),
+        ("providers", "view_connection"),
+        ("telemetry", "view_requestlog"),
+    ):
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+        )
+    client = Client()
+    client.force_login(user)
+    import_config(
+        "combos:\n  - {name: team, strategy: priority, targets: [{model: pa/m1}]}\n"
+    )
+    team = Combo.objects.get(name="team")
+
+    dashboard = client.get("/admin/").content.decode()
+    combo_page = client.get(f"/admin/combos/combo/{team.pk}/change/").content.decode()
+    connection = Connection.objects.first()
+    assert connection is not None
+    connection_page = client.get(
+        f"/admin/providers/connection/{connection.pk}/change/"
+    ).content.decode()
+    assert (
+        client.get(f"/admin/providers/connection/{connection.pk}/change/").status_code
+        == 200
+    )
+    assert 'id="test-connection"' not in connection_page  # needs change_connection
+    assert (
+        client.get(f"/admin/providers/connection/test/?ids={connection.pk}").status_code
+        == 403
+    )
+
+    for page in (dashboard, combo_page):
+        for link in CONSOLE_LINKS.values():
+            assert link not in page
+    assert 'id="omr-jobs"' not in dashboard
+    assert "omr-explain-link" in combo_page  # explain route is open to staff
+    assert client.get("/admin/playground/").status_code == 403
+    assert client.get("/admin/config/").status_code == 403
+    assert client.get("/admin/providers/jobrun/jobs/").status_code == 403
+
+
+def test_a_superuser_sees_every_console_link(configured, admin_client):
+    dashboard = admin_client.get("/admin/").content.decode()
+    for link in CONSOLE_LINKS.values():
+        assert link in dashboard
+    assert 'id="omr-jobs"' in dashboard

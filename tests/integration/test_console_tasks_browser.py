@@ -165,7 +165,7 @@ def test_an_auto_combo_is_set_up_with_fields_not_json(
     row = page.locator(".errors", has=page.locator("#id_cfg_auto_explorationRate"))
     row.wait_for()
     error = row.locator(".errorlist li")
-    assert error.inner_text() == "must be 0 <= x <= 1"  # the field's own words
+    assert error.inner_text() == "must be between 0 and 1"  # the field's own words
     page.fill("#id_cfg_auto_explorationRate", "0.2")
     page.click("[name=_save]")
     page.wait_for_url("**/admin/combos/combo/")

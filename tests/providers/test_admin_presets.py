@@ -133,3 +133,31 @@ def test_the_connection_form_has_a_test_connection_button(ops, mock):
     tested = ops.get(link.replace("&amp;", "&"), follow=True)
     assert tested.redirect_chain[-1][0].endswith(f"/connection/{connection.pk}/change/")
     assert "pm@main: ok, http 200" in tested.content.decode().lower()
+
+
+def test_add_provider_checks_its_connections_and_models_ranges_and_names(ops):
+    """Issue #15 audit: priority -1 and model id 'bad model id!' were saved."""
+    form = {
+        "slug": "acme",
+        "kind": "openai",
+        "base_url": "https://api.example.com/v1",
+        "connections-TOTAL_FORMS": "1",
+        "connections-INITIAL_FORMS": "0",
+        "connections-0-name": "main",
+        "connections-0-tier": "standard",
+        "connections-0-priority": "-1",
+        "connections-0-max_concurrency": "0",
+        "connections-0-active": "on",
+        "models-TOTAL_FORMS": "1",
+        "models-INITIAL_FORMS": "0",
+        "models-0-model_id": "bad model id!",
+        "models-0-position": "0",
+    }
+
+    page = ops.post(ADD, form)
+
+    assert page.status_code == 200  # the form again
+    text = page.content.decode()
+    assert "must be between 0 and 1 000 000" in text
+    assert "&#x27;bad model id!&#x27; is not allowed here: use letters" in text
+    assert not Provider.objects.filter(slug="acme").exists()

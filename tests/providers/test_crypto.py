@@ -83,7 +83,7 @@ def test_without_any_key_encryption_is_refused(settings: Settings) -> None:
         crypto.encrypt("secret")
 
 
-def test_a_connection_stores_a_literal_encrypted_with_its_last_four(
+def test_a_connection_stores_a_literal_encrypted_and_shows_only_that_it_is_set(
     keys: list[str],
 ) -> None:
     connection = Connection(provider=Provider(slug="pa"), name="main")
@@ -92,7 +92,7 @@ def test_a_connection_stores_a_literal_encrypted_with_its_last_four(
 
     assert connection.api_key_ref == ""
     assert crypto.decrypt(connection.api_key_encrypted) == "sk-upstream-secret-7890"
-    assert connection.api_key_display == "•••• 7890"
+    assert connection.api_key_display == "set"  # no part of it (issue #15 audit)
 
 
 def test_a_connection_stores_an_env_reference_as_is(keys: list[str]) -> None:
@@ -112,4 +112,4 @@ def test_clearing_a_connection_secret_removes_every_trace(keys: list[str]) -> No
     connection.set_api_key("")
 
     assert (connection.has_api_key, connection.api_key_display) == (False, "")
-    assert connection.api_key_last4 == ""
+    assert (connection.api_key_ref, connection.api_key_encrypted) == ("", "")

@@ -24,15 +24,29 @@ def _client(user: User) -> Client:
     return client
 
 
+def _may_view_runs(user: User) -> User:
+    user.user_permissions.add(
+        Permission.objects.get(
+            content_type__app_label="providers", codename="view_jobrun"
+        )
+    )
+    return user
+
+
 @pytest.fixture
 def staff() -> Client:
-    return _client(User.objects.create_user("staff", password="pw", is_staff=True))
+    """Staff who may view job runs (the Jobs page shows them)."""
+    return _client(
+        _may_view_runs(User.objects.create_user("staff", password="pw", is_staff=True))
+    )
 
 
 @pytest.fixture
 def runner() -> Client:
-    """Staff holding only ``telemetry.run_job``."""
-    user = User.objects.create_user("runner", password="pw", is_staff=True)
+    """Staff who may view job runs and hold ``telemetry.run_job``."""
+    user = _may_view_runs(
+        User.objects.create_user("runner", password="pw", is_staff=True)
+    )
     user.user_permissions.add(
         Permission.objects.get(content_type__app_label="telemetry", codename="run_job")
     )
@@ -104,6 +118,14 @@ def test_anonymous_users_are_sent_to_the_login_page() -> None:
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_staff_who_may_not_view_job_runs_cannot_open_the_page() -> None:
+    """Issue #15 audit: the page showed job messages the Job runs list refused."""
+    client = _client(User.objects.create_user("other", password="pw", is_staff=True))
+
+    assert client.get(JOBS_URL).status_code == 403
+    assert client.get("/admin/providers/jobrun/").status_code == 403
 
 
 def test_staff_without_the_permission_cannot_run_a_job(

@@ -79,8 +79,8 @@ def test_a_problem_without_a_path_prints_its_message_alone() -> None:
         (True, "x: must be an integer"),
         ("5", "x: must be an integer"),
         (1.5, "x: must be an integer"),
-        (0, "x: must be 1 <= x <= 10"),
-        (11, "x: must be 1 <= x <= 10"),
+        (0, "x: must be between 1 and 10"),
+        (11, "x: must be between 1 and 10"),
     ],
 )
 def test_integers_reject_bools_strings_fractions_and_out_of_range(
@@ -271,14 +271,17 @@ def test_two_models_with_the_same_id_are_rejected(
         ({"api_key": "env:1BAD"}, f"api_key: {BAD_ENV}"),
         ({"api_key": "env:"}, f"api_key: {BAD_ENV}"),
         ({"api_key": "env:" + "A" * 197}, f"api_key: {BAD_ENV}"),
-        ({"priority": 1_000_001}, "priority: must be -1000000 <= x <= 1000000"),
-        ({"max_concurrency": -1}, "max_concurrency: must be 0 <= x <= 1000000"),
+        ({"priority": 1_000_001}, "priority: must be between 0 and 1 000 000"),
+        ({"max_concurrency": -1}, "max_concurrency: must be between 0 and 1 000 000"),
         ({"active": "true"}, "active: must be true or false"),
         ({"quota": 5}, "quota: must be a mapping"),
-        ({"quota": {"remaining_percent": 101}}, "quota.remaining_percent: must be 0"),
+        (
+            {"quota": {"remaining_percent": 101}},
+            "quota.remaining_percent: must be between 0 and 100",
+        ),
         (
             {"quota": {"reset_interval_seconds": 0}},
-            "quota.reset_interval_seconds: must be 1 <= x <= 31536000",
+            "quota.reset_interval_seconds: must be between 1 and 31 536 000",
         ),
         ({"quota": {"left": 1}}, "quota.left: unknown key"),
         ({"token": "x"}, "token: unknown key"),
@@ -314,10 +317,12 @@ def test_a_connection_quota_is_normalised() -> None:
     ("fields", "expected"),
     [
         ({"id": None}, "id: is required"),
-        ({"input_cost": -0.01}, "input_cost: must be 0 <= x <= 1000000"),
+        ({"id": "bad model id!"}, "id: 'bad model id!' is not allowed here: use"),
+        ({"id": "/m1"}, "id: '/m1' is not allowed here"),
+        ({"input_cost": -0.01}, "input_cost: must be between 0 and 1 000 000"),
         ({"output_cost": "free"}, "output_cost: must be a number"),
-        ({"cache_write_cost": -1}, "cache_write_cost: must be 0 <= x <= 1000000"),
-        ({"context_window": 0}, "context_window: must be 1 <= x <= 100000000"),
+        ({"cache_write_cost": -1}, "cache_write_cost: must be between 0 and 1 000 000"),
+        ({"context_window": 0}, "context_window: must be between 1 and 100 000 000"),
         ({"max_output_tokens": 1.5}, "max_output_tokens: must be an integer"),
         ({"capabilities": ["audio"]}, "capabilities: must be a list of: tools, vision"),
         ({"capabilities": "tools"}, "capabilities: must be a list of"),
@@ -493,3 +498,28 @@ def test_good_outbound_settings_pass(tmp_path):
         )["proxy_url"]
         == "none"
     )
+
+
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        "gpt-5-nano",
+        "meta-llama/Llama-3-8b",
+        "claude-sonnet-4@20250514",
+        "us.anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "openai/gpt-4o:free",
+        "~anthropic/claude-latest",
+        "Qwen2.5+vision",
+    ],
+)
+def test_model_ids_upstreams_use_are_accepted(model_id: str) -> None:
+    check = Checker("")
+    validate_model({"id": model_id}, check)
+    assert check.problems == []
+
+
+@pytest.mark.parametrize(("priority", "ok"), [(-1, False), (0, True), (10**6, True)])
+def test_a_connection_priority_is_from_0(priority: int, ok: bool) -> None:
+    check = Checker("")
+    validate_connection({"name": "main", "priority": priority}, check)
+    assert (check.problems == []) is ok

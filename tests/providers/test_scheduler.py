@@ -145,9 +145,42 @@ def test_status_names_the_running_scheduler(jobs, clock) -> None:
     in_process = scheduler_module.status(T0 + timedelta(seconds=10))
     assert in_process.kind == "in-process"
     assert not in_process.warning
-    # the lease lapsed; the runs it started say a schedule was being run
+    # the lease lapsed (its process died): the runs it started do not say another
+    # scheduler runs the jobs (issue #15 audit: "Celery beat" for minutes)
     later = T0 + timedelta(seconds=LEASE_SECONDS + 1)
-    assert scheduler_module.status(later).kind == "celery-beat"
+    assert scheduler_module.status(later).kind == "none"
+    assert scheduler_module.status(later).warning
+
+
+@pytest.mark.django_db
+def test_a_released_lease_says_no_scheduler_at_once(jobs, clock, settings) -> None:
+    """A restart with OMNIROUTE_SCHEDULER=off: the old leader released its lease."""
+    leader = Scheduler(clock=clock)
+    leader.tick()
+    clock.now = T0 + timedelta(seconds=5)
+    leader.release()
+    settings.OMNIROUTE_SCHEDULER = "off"
+
+    found = scheduler_module.status(T0 + timedelta(seconds=6))
+
+    assert found.kind == "none"
+    assert found.warning
+    assert "this process has OMNIROUTE_SCHEDULER=off" in found.text
+
+
+@pytest.mark.django_db
+def test_beat_runs_after_the_lease_ended_name_celery_beat(jobs, clock) -> None:
+    leader = Scheduler(clock=clock)
+    leader.tick()
+    clock.now = T0 + timedelta(seconds=5)
+    leader.release()
+    JobRun.objects.create(
+        job="every_10_min",
+        started_at=T0 + timedelta(seconds=60),
+        triggered_by=JobRun.TriggeredBy.BEAT,
+    )
+
+    assert scheduler_module.status(T0 + timedelta(seconds=90)).kind == "celery-beat"
     assert scheduler_module.status(T0 + timedelta(hours=2)).kind == "none"
 
 
