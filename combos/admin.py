@@ -569,7 +569,11 @@ class GatewaySettingsAdmin(ConfigAdmin):
         return super().get_form(request, obj, change, **kwargs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return not GatewaySettings.objects.exists()
+        """The one row is added once, by a user allowed to add it."""
+        return (
+            super().has_add_permission(request)
+            and not GatewaySettings.objects.exists()
+        )
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
         return services.save_settings(form.config_data)

@@ -267,7 +267,9 @@ class JobRun(models.Model):
         )
 
     def __str__(self) -> str:
-        return f"{self.job} {self.started_at:%Y-%m-%d %H:%M:%S} {self.outcome or '…'}"
+        # the run's number, not its time: a title cannot follow the reader's time
+        # zone, and the page shows the start time in the console's time format
+        return f"{self.job} run #{self.pk} ({self.outcome or 'running'})"
 
     @property
     def duration_seconds(self) -> float | None:

@@ -11,12 +11,18 @@ Everything else goes to the original function unchanged.
 
 A read-only JSON field without a value (a request's skips, auto decision or tier
 signals) shows the console's empty value, "—", not the JSON text ``null``.
+
+A read-only foreign key links to the related row's page only for a user who may open
+it (view or change permission on its model); for anyone else it is plain text, so no
+link leads to a refusal.  The admin renders it without the request at hand:
+``AdminUserMiddleware`` keeps the request's user in a context variable for that.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +78,50 @@ def _for_json(original: Callable[..., Any]) -> Callable[..., Any]:
     return prettify_json
 
 
+#: the user of the admin request being rendered (``AdminUserMiddleware``)
+_USER: ContextVar[Any] = ContextVar("omniroute_admin_user", default=None)
+
+
+class AdminUserMiddleware:
+    """Keeps the request's user at hand while its page renders."""
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        token = _USER.set(getattr(request, "user", None))
+        try:
+            return self.get_response(request)
+        finally:
+            _USER.reset(token)
+
+
+def may_open_row(user: Any, model: Any) -> bool:
+    """Whether ``user`` may open a row of ``model`` in the admin."""
+    meta = model._meta
+    return bool(
+        user.has_perm(f"{meta.app_label}.view_{meta.model_name}")
+        or user.has_perm(f"{meta.app_label}.change_{meta.model_name}")
+    )
+
+
+def _for_admin_url(original: Callable[..., Any]) -> Callable[..., Any]:
+    def get_admin_url(self: Any, remote_field: Any, remote_obj: Any) -> Any:
+        user = _USER.get()
+        if user is not None and not may_open_row(user, remote_field.model):
+            return str(remote_obj)
+        return original(self, remote_field, remote_obj)
+
+    setattr(get_admin_url, _MARK, True)
+    return get_admin_url
+
+
+#: the read-only field classes whose foreign keys link to the related row
+_LINKERS = {
+    "django.contrib.admin.helpers": "AdminReadonlyField",
+    "unfold.fields": "UnfoldAdminReadonlyField",
+}
+
 _WRAPPERS = {
     "display_for_field": _for_field,
     "display_for_value": _for_value,
@@ -90,3 +140,8 @@ def install() -> None:
             original = getattr(module, name)
             if not getattr(original, _MARK, False):
                 setattr(module, name, _WRAPPERS[name](original))
+    for module_name, class_name in _LINKERS.items():
+        cls = getattr(importlib.import_module(module_name), class_name)
+        original = cls.get_admin_url
+        if not getattr(original, _MARK, False):
+            cls.get_admin_url = _for_admin_url(original)

@@ -612,6 +612,29 @@ def test_the_settings_list_goes_straight_to_the_one_row(
     )
 
 
+def test_only_a_user_allowed_to_add_settings_adds_the_first_row(
+    django_user_model, superuser_client: Client
+) -> None:
+    """A fresh install has no settings row: staff without ``add_gatewaysettings``
+    (a viewer of combos, say) must not be the one to create it."""
+    from django.contrib.auth.models import Permission
+
+    viewer = django_user_model.objects.create_user(
+        "viewer", "v@x.test", "pw", is_staff=True
+    )
+    viewer.user_permissions.set(
+        Permission.objects.filter(codename__in=["view_combo", "view_gatewaysettings"])
+    )
+    client = Client()
+    client.force_login(viewer)
+    add = reverse("admin:combos_gatewaysettings_add")
+    assert client.get(add).status_code == 403
+    posted = client.post(add, {"max_attempts_per_request": "3"})
+    assert posted.status_code == 403
+    assert not GatewaySettings.objects.exists()
+    assert superuser_client.get(add).status_code == 200
+
+
 def test_combo_form_loads_the_ordered_targets_editor(superuser_client):
     page = superuser_client.get("/admin/combos/combo/add/").content.decode()
     assert "combos/combo_editor.js" in page

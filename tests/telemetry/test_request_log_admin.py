@@ -102,3 +102,32 @@ def test_the_provider_filter_lists_the_configured_providers(ops, rows):
     page = ops.get(LIST).content.decode()
     assert "?provider=pa" in page
     assert "?provider=pb" not in page  # only in the log: not read for the filter
+
+
+def test_a_related_row_links_only_for_a_user_who_may_open_it(ops):
+    """The audit's limited user: the request's key linked to a 403 page."""
+    from django.contrib.auth.models import Permission
+
+    from combos.models import ApiKey
+
+    key = ApiKey.objects.create(name="team-key", key_hash="k" * 64, prefix="sk-or-t")
+    row = _row(1, "pa/m1", "pa", 200)
+    row.api_key = key
+    row.save(update_fields=["api_key"])
+    page = f"{LIST}{row.pk}/change/"
+    key_url = f"/admin/combos/apikey/{key.pk}/change/"
+
+    viewer = get_user_model().objects.create_user(
+        "viewer", "viewer@example.com", "pw", is_staff=True
+    )
+    viewer.user_permissions.set(Permission.objects.filter(codename="view_requestlog"))
+    limited = Client()
+    limited.force_login(viewer)
+    seen = limited.get(page)
+    assert seen.status_code == 200
+    text = seen.content.decode()
+    assert "team-key" in text
+    assert key_url not in text
+    assert limited.get(key_url).status_code == 403
+
+    assert key_url in ops.get(page).content.decode()
