@@ -692,11 +692,29 @@ def inference_config(body: JSON) -> JSON:
     return config
 
 
+def _unique_document_names(messages: list[JSON]) -> None:
+    """Converse refuses two documents of one request with one name: the same file
+    sent again (in a later turn, or twice in one) is named ``<name> [2]``, ``[3]``...
+    in the order it appears."""
+    seen: dict[str, int] = {}
+    for message in messages:
+        for block in message.get("content") or ():
+            document = block.get("document") if isinstance(block, dict) else None
+            if not isinstance(document, dict):
+                continue
+            name = document["name"]
+            count = seen.get(name, 0) + 1
+            seen[name] = count
+            if count > 1:
+                document["name"] = f"{name[: _NAME_MAX_CHARS - 8]} [{count}]"
+
+
 def converse_body(body: JSON) -> JSON:
     """A canonical chat request -> a ``ConverseRequest`` body (a new dict)."""
     system, messages = converse_messages(
         fit_messages(body.get("messages"), BEDROCK_IDS)
     )
+    _unique_document_names(messages)
     out: JSON = {"messages": messages}
     if system:
         out["system"] = system

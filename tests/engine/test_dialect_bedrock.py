@@ -965,3 +965,35 @@ def test_document_names_are_what_converse_accepts_and_unique_per_document():
     )
     assert document_name("", "AAAA") != document_name("", "BBBB")
     assert document_name("a.pdf", "AAAA") == document_name("a.pdf", "AAAA")
+
+
+def test_the_same_document_twice_gets_names_converse_accepts():
+    from gateway.dialects.bedrock import converse_body
+    from providers.mock_upstream.wire_bedrock import converse_problem
+
+    pdf = {
+        "type": "file",
+        "file": {
+            "file_data": "data:application/pdf;base64,JVBERi0=",
+            "filename": "a.pdf",
+        },
+    }
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "read"}, pdf, pdf]},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": [{"type": "text", "text": "again"}, pdf]},
+        ]
+    }
+    sent = converse_body(body)
+    names = [
+        block["document"]["name"]
+        for message in sent["messages"]
+        for block in message["content"]
+        if "document" in block
+    ]
+    assert len(names) == 3
+    assert len(set(names)) == 3
+    assert names[1] == f"{names[0]} [2]"
+    assert names[2] == f"{names[0]} [3]"
+    assert converse_problem(json.dumps(sent).encode()) is None
