@@ -610,6 +610,43 @@ class AnthropicStreamTranslator:
         return [self._chunk({}, map_stop_reason(stop_reason))]
 
 
+def _unsigned(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "thinking"
+        and not block.get("signature")
+    )
+
+
+def signed_thinking_only(body: JSON) -> None:
+    """Leave out of a Messages body's assistant turns the ``thinking`` blocks that
+    carry no signature: Anthropic verifies a thinking block's signature and refuses
+    the request without one.  Such blocks come from replies the gateway translated
+    (a Gemini model's thoughts shown to a Messages client), not from Anthropic, and
+    carry no user content (spec 09 §2.6: reasoning without a counterpart is dropped
+    silently).  ``body`` is the attempt's own copy; its ``messages`` list is
+    replaced only when a block is left out."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return
+    kept: list[Any] | None = None
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if (
+            not isinstance(content, list)  # also: not a dict
+            or message.get("role") != "assistant"
+            or not any(_unsigned(block) for block in content)
+        ):
+            if kept is not None:
+                kept.append(message)
+            continue
+        if kept is None:
+            kept = list(messages[:index])
+        kept.append({**message, "content": [b for b in content if not _unsigned(b)]})
+    if kept is not None:
+        body["messages"] = kept
+
+
 class AnthropicDialect(NoEmbeddings):
     kind = "anthropic"
     label = "Anthropic Messages"
@@ -670,6 +707,7 @@ class AnthropicDialect(NoEmbeddings):
         if api_key:
             headers["x-api-key"] = api_key
         upstream = {**body, "model": model}
+        signed_thinking_only(upstream)
         if stream:
             upstream["stream"] = True
         else:

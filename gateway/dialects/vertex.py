@@ -61,6 +61,7 @@ from gateway.dialects.anthropic import (
     AnthropicStreamTranslator,
     build_messages_body,
     parse_messages_reply,
+    signed_thinking_only,
 )
 from gateway.dialects.anthropic import error_from_payload as anthropic_error
 from gateway.dialects.base import (
@@ -365,6 +366,7 @@ def _claude_body(body: JSON, *, stream: bool) -> JSON:
     """A Messages body for Vertex: ``anthropic_version`` in it, no ``model``."""
     out = {k: v for k, v in body.items() if k != "model"}
     out["anthropic_version"] = ANTHROPIC_VERSION
+    signed_thinking_only(out)
     if stream:
         out["stream"] = True
     else:
