@@ -108,8 +108,6 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # the page's user for the admin's read-only links (gateway/ops/admin_display.py)
-    "gateway.ops.admin_display.AdminUserMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # last, as django-axes asks: refuses a locked-out admin login (spec 08 §5)

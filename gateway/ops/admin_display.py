@@ -14,15 +14,14 @@ signals) shows the console's empty value, "—", not the JSON text ``null``.
 
 A read-only foreign key links to the related row's page only for a user who may open
 it (view or change permission on its model); for anyone else it is plain text, so no
-link leads to a refusal.  The admin renders it without the request at hand:
-``AdminUserMiddleware`` keeps the request's user in a context variable for that.
+link leads to a refusal.  The admin renders it without the request at hand: the form
+class ``ModelAdmin.get_form`` makes for the request carries its user.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -78,22 +77,20 @@ def _for_json(original: Callable[..., Any]) -> Callable[..., Any]:
     return prettify_json
 
 
-#: the user of the admin request being rendered (``AdminUserMiddleware``)
-_USER: ContextVar[Any] = ContextVar("omniroute_admin_user", default=None)
+_USER_ATTR = "_omniroute_user"
 
 
-class AdminUserMiddleware:
-    """Keeps the request's user at hand while its page renders."""
+def _with_user(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``ModelAdmin.get_form``, whose form class (made for this request) also
+    carries the request's user, for its read-only fields' links."""
 
-    def __init__(self, get_response: Callable[[Any], Any]) -> None:
-        self.get_response = get_response
+    def get_form(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        form = original(self, request, *args, **kwargs)
+        setattr(form, _USER_ATTR, getattr(request, "user", None))
+        return form
 
-    def __call__(self, request: Any) -> Any:
-        token = _USER.set(getattr(request, "user", None))
-        try:
-            return self.get_response(request)
-        finally:
-            _USER.reset(token)
+    setattr(get_form, _MARK, True)
+    return get_form
 
 
 def may_open_row(user: Any, model: Any) -> bool:
@@ -107,7 +104,7 @@ def may_open_row(user: Any, model: Any) -> bool:
 
 def _for_admin_url(original: Callable[..., Any]) -> Callable[..., Any]:
     def get_admin_url(self: Any, remote_field: Any, remote_obj: Any) -> Any:
-        user = _USER.get()
+        user = getattr(self.form, _USER_ATTR, None)
         if user is not None and not may_open_row(user, remote_field.model):
             return str(remote_obj)
         return original(self, remote_field, remote_obj)
@@ -145,3 +142,7 @@ def install() -> None:
         original = cls.get_admin_url
         if not getattr(original, _MARK, False):
             cls.get_admin_url = _for_admin_url(original)
+    from django.contrib.admin import ModelAdmin
+
+    if not getattr(ModelAdmin.get_form, _MARK, False):
+        setattr(ModelAdmin, "get_form", _with_user(ModelAdmin.get_form))  # noqa: B010
