@@ -358,9 +358,13 @@ def logged_in(
         context.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium; without it the browser tests skip (fail under CI=true)."""
+    """Headless Chromium; without it the browser tests skip (fail under CI=true).
+
+    One per module, never per session: Playwright's sync API keeps an event loop
+    running in the main thread while it lives, and an asyncio test that runs after
+    it (pytest-asyncio's ``Runner.run``) refuses to start under a running loop."""
     if not CHROMIUM.exists():
         unavailable(f"Chromium is missing at {CHROMIUM} (make browser installs it)")
     with sync_playwright() as playwright:

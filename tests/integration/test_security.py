@@ -185,7 +185,7 @@ def test_export_config_masks_every_secret(gateway: Gateway):
     _assert_clean(result.stdout + result.stderr, "export_config")
 
 
-def test_admin_pages_show_only_the_last_four(
+def test_admin_pages_show_no_part_of_a_provider_key(
     gateway: Gateway, admin_http: httpx.Client
 ):
     pages = []
@@ -194,7 +194,9 @@ def test_admin_pages_show_only_the_last_four(
         assert page.status_code == 200, page.text[:300]
         _assert_clean(page.text, f"the admin page of connection {connection_id}")
         pages.append(page.text)
-    assert any("7890" in text for text in pages)  # the last four, for recognition
+    # not even the last four (spec 08 §5.2, Amended): only whether a key is set
+    assert not any("7890" in text for text in pages)
+    assert all("api key set" in text.lower() for text in pages)
     for path in (
         "/admin/providers/connection/",
         "/admin/providers/provider/",
