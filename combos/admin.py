@@ -571,8 +571,7 @@ class GatewaySettingsAdmin(ConfigAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         """The one row is added once, by a user allowed to add it."""
         return (
-            super().has_add_permission(request)
-            and not GatewaySettings.objects.exists()
+            super().has_add_permission(request) and not GatewaySettings.objects.exists()
         )
 
     def write(self, form: Any, instance: Any) -> services.SaveResult:
