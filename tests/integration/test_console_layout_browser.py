@@ -115,7 +115,8 @@ def test_reset_on_the_health_board_says_what_it_did(tokyo: Any):
     said = tokyo.locator("text=Reset pa@main")
     said.first.wait_for()
 
-    assert said.count() == 1
+    # an earlier test's reset by the same operator may still be queued beside it
+    assert said.count() >= 1
 
 
 def test_plain_form_fields_and_the_target_editor_carry_the_theme(tokyo: Any):
