@@ -138,6 +138,23 @@ def _chat(gateway, **body) -> httpx.Response:
     )
 
 
+def _refused_under_strict(gateway, upstream, body: dict, param: str) -> None:
+    """A chat request with ``X-OmniRoute-Strict: true``: a 400 naming ``param``,
+    before any upstream call."""
+    calls = len(upstream.requests())
+    refused = httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json=body,
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "unsupported_parameter"
+    assert error["param"] == param
+    assert len(upstream.requests()) == calls  # before any call
+
+
 def _api(gateway, path: str) -> httpx.Response:
     return httpx.post(
         f"{gateway.url}/api/{path}",
@@ -223,18 +240,12 @@ def test_images_bedrock_cannot_take_are_named_or_refused_under_strict(
     assert upstream.requests()[-1]["body"]["messages"] == [
         {"role": "user", "content": [{"text": "what is this?"}]}
     ]
-    sent = len(upstream.requests())
-    refused = httpx.post(
-        f"{bedrock.url}/v1/chat/completions",
-        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
-        json={"model": f"br/{CLAUDE}", "messages": _IMAGES},
-        timeout=30,
+    _refused_under_strict(
+        bedrock,
+        upstream,
+        {"model": f"br/{CLAUDE}", "messages": _IMAGES},
+        "messages[0].content[1]",
     )
-    assert refused.status_code == 400, refused.text
-    error = refused.json()["error"]
-    assert error["code"] == "unsupported_parameter"
-    assert error["param"] == "messages[0].content[1]"
-    assert len(upstream.requests()) == sent  # before any call
 
 
 def test_a_field_converse_cannot_express_is_named_or_refused_under_strict(
@@ -254,22 +265,16 @@ def test_a_field_converse_cannot_express_is_named_or_refused_under_strict(
     assert [a["dropped"] for a in bedrock.attempts_log(row["id"])] == [
         '["response_format"]'
     ]
-    calls = len(upstream.requests())
-    refused = httpx.post(
-        f"{bedrock.url}/v1/chat/completions",
-        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
-        json={
+    _refused_under_strict(
+        bedrock,
+        upstream,
+        {
             "model": f"br/{CLAUDE}",
             "messages": [{"role": "user", "content": "hi"}],
             "response_format": json_mode,
         },
-        timeout=30,
+        "response_format",
     )
-    assert refused.status_code == 400, refused.text
-    error = refused.json()["error"]
-    assert error["code"] == "unsupported_parameter"
-    assert error["param"] == "response_format"
-    assert len(upstream.requests()) == calls  # before any call
     plain = _chat(bedrock, model=f"br/{CLAUDE}", response_format={"type": "text"})
     assert plain.status_code == 200
     assert "x-omniroute-dropped" not in plain.headers
