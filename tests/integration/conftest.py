@@ -135,8 +135,10 @@ class Gateway:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        # generous: three servers start at once on a loaded CI machine; a process
+        # that exits stops the wait at once
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and self.process.poll() is None:
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
