@@ -395,7 +395,8 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     ``permission_denied`` envelope (spec 01: all JSON).  Django logs the refusal
     either way, one line (``omniroute_site.log_filters``)."""
     user = getattr(request, "user", None)
-    if _html_ok(request) and getattr(user, "is_staff", False) and user.is_active:
+    staff = getattr(user, "is_staff", False) and getattr(user, "is_active", False)
+    if _html_ok(request) and staff:
         from django.contrib import admin
         from django.template.response import TemplateResponse
 
@@ -404,10 +405,9 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
             "title": "Not allowed",
             "reason": str(exception),
         }
-        response = TemplateResponse(
+        return TemplateResponse(
             request, ADMIN_FORBIDDEN_TEMPLATE, context, status=403
-        )
-        return response.render()
+        ).render()
     if _html_ok(request):
         from django.views.defaults import permission_denied as django_denied
 
