@@ -93,18 +93,23 @@ that names an invalid model identifier gets the code ``model_not_found``.
 
 Embeddings: ``/model/{modelId}/invoke``.  A Cohere model (``cohere.…``) gets
 ``{"texts": [...], "input_type": "search_document"}`` (``embedding_types:
-["float"]``); any other (Titan) ``{"inputText": text}`` with ``dimensions`` and
-``normalize: true`` when ``dimensions`` is given.  Titan embeds one text per call:
-a request of several inputs is sent as a list and refused by Bedrock (400,
-``invalid_request``) rather than split or cut here.  Usage: ``prompt_tokens`` (and
-``total_tokens``) is Titan's ``inputTextTokenCount``, else the reply header
-``X-Amzn-Bedrock-Input-Token-Count`` (the only count a Cohere reply gives); with
-neither the usage is left out and the gateway records its estimate.
+["float"]``) in one call; any other (Titan) one call per input, ``{"inputText":
+text}``, since Titan embeds one string per call: several inputs make a call whose
+``parts`` the sending layer runs (at most 8 at once) and joins in input order, a
+failed part failing the attempt.  ``dimensions`` is sent (with ``normalize: true``)
+to Titan Text Embeddings V2 when it is 256, 512 or 1024, the sizes it makes; any
+other value, and ``dimensions`` to Cohere or Titan V1 (whose bodies have no such
+field), is left out and named (``embeddings_unsent``), unless it is the model's own
+size.  Usage: ``prompt_tokens`` (and ``total_tokens``) is Titan's
+``inputTextTokenCount``, else the reply header ``X-Amzn-Bedrock-Input-Token-Count``
+(the only count a Cohere reply gives); with neither the usage is left out and the
+gateway records its estimate.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -747,21 +752,58 @@ def is_cohere(model: str) -> bool:
     return _COHERE.search(model) is not None
 
 
-def invoke_embed_body(body: JSON, *, model: str) -> JSON:
-    """An OpenAI embeddings request -> the model's own invoke body."""
+#: the sizes Titan Text Embeddings V2 makes (``dimensions``; 1024 is its own)
+TITAN_V2_DIMENSIONS = frozenset({256, 512, 1024})
+_TITAN_V2 = re.compile(r"(^|[./])amazon\.titan-embed-text-v2")
+#: the vector size of a model that takes no ``dimensions`` (asking it for that size
+#: asks for nothing, so it is not named)
+_OWN_SIZES = (
+    (re.compile(r"(^|[./])cohere\.embed-(english|multilingual)-v3"), 1024),
+    (re.compile(r"(^|[./])amazon\.titan-embed-(text-v1|g1-text-02)"), 1536),
+)
+
+
+def _size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def sends_dimensions(model: str, dimensions: int) -> bool:
+    """Whether ``model``'s invoke body takes ``dimensions`` of this size: Titan V2
+    takes 256, 512 and 1024; Cohere's and Titan V1's bodies have no such field."""
+    return dimensions in TITAN_V2_DIMENSIONS and _TITAN_V2.search(model) is not None
+
+
+def embeddings_unsent(model: str, body: JSON) -> tuple[str, ...]:
+    """What ``invoke_embed_bodies`` leaves out of an OpenAI embeddings ``body`` for
+    ``model``, named per attempt (spec 09 §2.6): a ``dimensions`` the model cannot
+    make, unless it is the model's own size.  ``encoding_format`` is carried (the
+    wire encodes the floats as base64) and ``user`` changes nothing in the answer."""
+    dimensions = _size(body.get("dimensions"))
+    if dimensions is None or sends_dimensions(model, dimensions):
+        return ()
+    for pattern, size in _OWN_SIZES:
+        if size == dimensions and pattern.search(model) is not None:
+            return ()
+    return ("dimensions",)
+
+
+def invoke_embed_bodies(body: JSON, *, model: str) -> list[JSON]:
+    """An OpenAI embeddings request -> the model's own invoke bodies: Cohere's one
+    with every text, Titan's one per input (its ``inputText`` is one string)."""
     texts = _inputs(body)
     if is_cohere(model):
-        return {
-            "texts": texts,
-            "input_type": "search_document",
-            "embedding_types": ["float"],
-        }
-    out: JSON = {"inputText": texts[0] if len(texts) == 1 else texts}
-    dimensions = body.get("dimensions")
-    if isinstance(dimensions, int) and not isinstance(dimensions, bool):
-        out["dimensions"] = dimensions
-        out["normalize"] = True
-    return out
+        return [
+            {
+                "texts": texts,
+                "input_type": "search_document",
+                "embedding_types": ["float"],
+            }
+        ]
+    extra: JSON = {}
+    dimensions = _size(body.get("dimensions"))
+    if dimensions is not None and sends_dimensions(model, dimensions):
+        extra = {"dimensions": dimensions, "normalize": True}
+    return [{"inputText": text, **extra} for text in texts]
 
 
 # --- reply ----------------------------------------------------------------------------
@@ -1204,12 +1246,23 @@ class BedrockDialect(NoPassthrough, NoCountTokens):
         body: JSON,
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        return self._call(
-            model_url(base_url, model, "invoke"),
-            invoke_embed_body(body, model=model),
-            auth,
-            operation="embeddings",
+        """One call; Titan's several inputs as one call per input (``parts``)."""
+        url = model_url(base_url, model, "invoke")
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        sign = signer_for(auth)
+        calls = tuple(
+            UpstreamCall(
+                url=url,
+                headers=headers,
+                body=part,
+                operation="embeddings",
+                sign=sign,
+            )
+            for part in invoke_embed_bodies(body, model=model)
         )
+        if len(calls) == 1:
+            return calls[0]
+        return dataclasses.replace(calls[0], parts=calls)
 
     def list_models_request(
         self, *, base_url: str, api_key: str | None, auth: Auth | None = None
