@@ -100,3 +100,21 @@ async def test_one_failed_part_fails_the_call_with_its_classified_error():
     assert result.failure.reason.value == "rate_limit"
     assert result.error is not None
     assert result.error.code == "ThrottlingException"
+
+
+async def test_a_part_that_never_answers_times_the_call_out():
+    """The parts share the attempt's timeout: one that hangs fails the call as a
+    timeout, with no list."""
+
+    async def hang_on_b(request: httpx.Request) -> httpx.Response:
+        if orjson.loads(request.content)["inputText"] == "b":
+            await asyncio.Event().wait()
+        return httpx.Response(200, json={"embedding": [1.0]})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hang_on_b)) as client:
+        result = await upstream.call_json(
+            client, dialect, _call(["a", "b"]), timeout_s=0.05, created=0
+        )
+    assert result.completion is None
+    assert result.failure is not None
+    assert result.failure.reason.value == "timeout"

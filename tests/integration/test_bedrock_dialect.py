@@ -988,6 +988,35 @@ def test_the_mock_answers_a_429_as_a_throttling_exception(mock, upstream):
     assert response.json()["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"inputText": ["a", "b"]}, "inputText"),
+        ({"inputText": "a", "dimensions": 300, "normalize": True}, "dimensions"),
+    ],
+)
+def test_the_mock_refuses_what_titan_refuses(mock, upstream, body, field):
+    """Titan embeds one string per call and V2 makes 256, 512 or 1024 wide vectors:
+    the mock answers anything else with Bedrock's ``ValidationException``, so the
+    gateway's one-invoke-per-input and ``dimensions`` handling are tested against
+    the rule, not around it."""
+    url = f"{_root(mock)}/model/{TITAN.replace(':', '%3A')}/invoke"
+    content = json.dumps(body).encode()
+    headers = {"content-type": "application/json"}
+    headers |= sign_request(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=content,
+        now=time.time(),
+        key=AwsKey("us-east-1", TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY),
+    )
+    response = httpx.post(url, content=content, headers=headers, timeout=10)
+    assert response.status_code == 400
+    assert response.headers["x-amzn-errortype"].startswith("ValidationException")
+    assert f"#/{field}" in response.json()["message"]
+
+
 def test_a_wrong_secret_is_a_403_that_auth_disables_the_connection(bedrock, upstream):
     first = _chat(bedrock, models=["brbad/bbad", "brfb/bfb"])
     assert first.status_code == 200
