@@ -37,6 +37,11 @@ from gateway.dialects.base import JSON
 
 #: a field's test: True when the (non-null) value asks the upstream for something
 Asked = Callable[[Any], bool]
+#: an embeddings request's test (spec 09 §2.6 on the embeddings surface): the
+#: paths of an OpenAI embeddings body a dialect's request for a model (the upstream
+#: id: one dialect serves models of different bodies, Bedrock's Titan and Cohere)
+#: leaves out, named only where the value asks for something the model will not do
+EmbeddingsCarry = Callable[[str, JSON], tuple[str, ...]]
 #: a content part's test (a part other than text): True when the translation sends
 #: it (``text_only``: the part of a system, developer or tool message, which every
 #: translation sends as text)
