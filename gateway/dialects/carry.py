@@ -187,6 +187,9 @@ class Carry:
     tools: frozenset[str] = _FUNCTION
     #: the most stop sequences taken (None: every one)
     max_stops: int | None = None
+    #: fields left out for what the body as a whole holds (Anthropic's thinking in
+    #: a tool turn, or without room for the answer); None: none
+    whole: Callable[[JSON], tuple[str, ...]] | None = None
 
     def __call__(
         self, body: JSON, odd: tuple[Odd, ...] | None = None
@@ -203,6 +206,8 @@ class Carry:
                 value = body[name]
                 if value is not None and asked(value):
                     left += (name,)
+        if self.whole is not None:
+            left += tuple(name for name in self.whole(body) if name not in left)
         if self.max_stops is not None:
             stop = body.get("stop")
             if isinstance(stop, list) and len(stop) > self.max_stops:
