@@ -41,7 +41,13 @@ Request (canonical OpenAI chat body -> ``GenerateContentRequest``):
    ``responseMimeType: application/json``, ``json_schema`` -> that plus
    ``responseSchema``; ``reasoning_effort`` -> ``thinkingConfig`` with a budget by
    level and ``includeThoughts`` (``none`` or an unknown level sends nothing: some
-   Gemini models refuse a zero budget).
+   Gemini models refuse a zero budget).  A client's exact budget
+   (``thinking_budget``, the Messages wire's ``thinking``) is sent instead of the
+   level's, clamped to the range of the model's family (``THINKING_RANGES``, read
+   from the model id); -1 (adaptive) lets the model decide; 0 (thinking disabled)
+   turns thinking off where the model can (``THINKING_OFF``) and sends nothing
+   elsewhere.  Every budget stays below ``maxOutputTokens``, which thoughts count
+   against.
 
 Left out of the attempt and named (``UNSENT``, spec 09 §2.6), when the client set
 them to a value that asks for something: ``logprobs`` and ``top_logprobs``
@@ -162,6 +168,28 @@ THINKING_BUDGETS = {
 }
 #: the smallest budget every thinking Gemini model accepts
 MIN_THINKING_BUDGET = 128
+#: the budgets a model family takes, ``(pattern of the model id, lowest, highest)``,
+#: the first match deciding: Gemini 2.5 Flash-Lite 512-24576, Flash 1-24576 (0 turns
+#: thinking off), Pro 128-32768
+THINKING_RANGES = (
+    (re.compile(r"flash-lite"), 512, 24576),
+    (re.compile(r"flash"), 1, 24576),
+    (re.compile(r"pro"), 128, 32768),
+)
+#: the range of a model id no pattern names: what every Gemini 2.5 model takes
+DEFAULT_THINKING_RANGE = (512, 24576)
+#: the budget that thinks least, for a client that turns thinking off: 0 (off) on
+#: Gemini 2.5 Flash and Flash-Lite, the lowest budget on 2.5 Pro (it always thinks);
+#: other models get no ``thinkingConfig`` (some refuse one)
+THINKING_OFF = (
+    (re.compile(r"gemini-2\.5-flash"), 0),
+    (re.compile(r"gemini-2\.5-pro"), 128),
+)
+#: ``thinkingBudget`` -1: the model decides how much to think
+DYNAMIC_THINKING = -1
+#: the canonical field with a client's exact budget (the Messages wire's
+#: ``thinking``: ``budget_tokens``, 0 when disabled, -1 when adaptive)
+THINKING_BUDGET_FIELD = "thinking_budget"
 #: how deep a local ``$ref`` is inlined before it is cut to a bare object
 MAX_REF_DEPTH = 4
 
@@ -669,19 +697,60 @@ def _response_format(config: JSON, value: Any) -> None:
             config["responseSchema"] = gemini_schema(schema)
 
 
-def _thinking(config: JSON, effort: Any) -> None:
-    budget = THINKING_BUDGETS.get(effort) if isinstance(effort, str) else None
-    if budget is None:
-        return  # "none" or unknown: the model's default
+def thinking_range(model: str) -> tuple[int, int]:
+    """The lowest and highest ``thinkingBudget`` of ``model`` (``THINKING_RANGES``)."""
+    name = model.lower()
+    for pattern, low, high in THINKING_RANGES:
+        if pattern.search(name):
+            return low, high
+    return DEFAULT_THINKING_RANGE
+
+
+def _fit_budget(config: JSON, budget: int, low: int) -> int | None:
+    """``budget`` under ``maxOutputTokens`` (thoughts count against it), or None
+    when no budget of at least ``low`` fits there."""
     limit = config.get("maxOutputTokens")
     if isinstance(limit, int) and not isinstance(limit, bool):
-        budget = min(budget, limit - 1)  # thoughts count against maxOutputTokens
-    if budget < MIN_THINKING_BUDGET:
+        budget = min(budget, limit - 1)
+    return budget if budget >= low else None
+
+
+def _thinking_off(config: JSON, model: str) -> None:
+    name = model.lower()
+    for pattern, budget in THINKING_OFF:
+        if pattern.search(name):
+            config["thinkingConfig"] = {"thinkingBudget": budget}
+            return
+
+
+def _thinking(config: JSON, effort: Any, exact: Any, model: str) -> None:
+    """``thinkingConfig``: the client's exact budget (``THINKING_BUDGET_FIELD``)
+    clamped to the model's range, else a budget by ``reasoning_effort`` level.  An
+    exact 0 turns thinking off (``THINKING_OFF``); any other budget goes only with a
+    ``reasoning_effort``, which a model known not to reason does not get."""
+    if not isinstance(exact, int) or isinstance(exact, bool):
+        exact = None
+    if exact == 0:
+        _thinking_off(config, model)
         return
-    config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
+    if effort is None or effort == "none":
+        return
+    low, high = thinking_range(model)
+    if exact == DYNAMIC_THINKING:
+        budget: int | None = DYNAMIC_THINKING
+    elif exact is not None and exact > 0:
+        budget = _fit_budget(config, min(max(exact, low), high), low)
+    else:
+        level = THINKING_BUDGETS.get(effort) if isinstance(effort, str) else None
+        if level is None:
+            return  # an unknown level: the model's default
+        floor = max(low, MIN_THINKING_BUDGET)
+        budget = _fit_budget(config, min(level, high), floor)
+    if budget is not None:
+        config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
 
 
-def generation_config(body: JSON) -> JSON:
+def generation_config(body: JSON, model: str = "") -> JSON:
     config: JSON = {}
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
@@ -698,8 +767,9 @@ def generation_config(body: JSON) -> JSON:
     if stops:
         config["stopSequences"] = stops
     _response_format(config, body.get("response_format"))
-    if body.get("reasoning_effort") is not None:
-        _thinking(config, body["reasoning_effort"])
+    _thinking(
+        config, body.get("reasoning_effort"), body.get(THINKING_BUDGET_FIELD), model
+    )
     return config
 
 
@@ -726,8 +796,9 @@ UNSENT = Carry(
 )
 
 
-def generate_body(body: JSON) -> JSON:
-    """A canonical chat request -> a ``GenerateContentRequest`` (a new dict)."""
+def generate_body(body: JSON, model: str = "") -> JSON:
+    """A canonical chat request -> a ``GenerateContentRequest`` (a new dict);
+    ``model`` decides the thinking budgets it takes."""
     system, contents = contents_of(body.get("messages"))
     if not contents and system:  # Gemini needs contents; the instruction is the prompt
         contents, system = [{"role": "user", "parts": system}], []
@@ -740,7 +811,7 @@ def generate_body(body: JSON) -> JSON:
         tool_config = _tool_config(body.get("tool_choice"))
         if tool_config is not None:
             out["toolConfig"] = tool_config
-    config = generation_config(body)
+    config = generation_config(body, model)
     if config:
         out["generationConfig"] = config
     return out
@@ -1137,7 +1208,7 @@ class GeminiDialect(NoPassthrough):
         return UpstreamCall(
             url=model_url(base_url, model, method),
             headers=headers(api_key),
-            body=generate_body(body),
+            body=generate_body(body, model),
         )
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:
