@@ -82,9 +82,10 @@ Reply: text parts joined into ``content`` (``None`` when there are only calls),
 ``tool_calls`` (ids ``call_<tag>_<n>``, the tag the letters and digits of the
 ``responseId``, else ``created`` in hex, so ids differ from one turn to the next and a
 conversation can fail over to Anthropic, which refuses repeated ids; a part's
-``thoughtSignature`` travels inside the id, ``call_<tag>_<n>_ts_<base64url>``, and
-goes back on that ``functionCall`` part when the
-client sends the call again, as Gemini needs for its reasoning across tool turns).
+``thoughtSignature`` travels inside the id, ``call_<tag>_<n>_ts_<base64url>`` (``_tu_``
+for a signature in the URL-safe alphabet), and goes back on that ``functionCall``
+part, in the alphabet it came in and padded, when the client sends the call again,
+as Gemini needs for its reasoning across tool turns).
 ``finishReason``: ``STOP`` -> ``stop`` (``tool_calls`` when the candidate calls a
 function), ``MAX_TOKENS`` -> ``length``, the safety family -> ``content_filter``,
 anything else -> ``stop``.  A prompt blocked before any candidate
@@ -239,7 +240,13 @@ _MIME_BY_EXTENSION = {
     "heif": "image/heif",
     "pdf": "application/pdf",
 }
-_SIGNATURE_MARK = "_ts_"
+#: the mark before a signature in a call id, by the alphabet it came in: ``_ts_``
+#: the standard one (``+/``, Gemini's own), ``_tu_`` the URL-safe one (``-_``)
+_STANDARD_MARK = "_ts_"
+_URL_SAFE_MARK = "_tu_"
+#: an id from ``call_id`` with a signature: ``call_[<tag>_]<n>_t<s|u>_<base64url>``
+#: (the tag is letters and digits, so the first mark after the number is the one)
+_SIGNED_ID = re.compile(r"call_(?:[A-Za-z0-9]+_)?\d+_t([su])_([A-Za-z0-9_-]+)")
 #: a working key on a ``functionResponse`` part: the position of its call
 _ORDER = "_order"
 
@@ -307,30 +314,60 @@ def reply_tag(response_id: Any, created: int) -> str:
     return tag[:32] or f"{created:x}"
 
 
+def _signature_bytes(signature: str) -> tuple[bytes, bool] | None:
+    """The bytes of a base64 ``signature`` and whether it is in the URL-safe
+    alphabet (``-``, ``_``), or None when it is not base64 in either.  Padding may
+    be left out."""
+    url_safe = "-" in signature or "_" in signature
+    if url_safe and ("+" in signature or "/" in signature):
+        return None  # the two alphabets mixed: neither
+    text = signature.translate(_FROM_URL_SAFE) if url_safe else signature
+    text += "=" * (-len(text) % 4)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return (raw, url_safe) if raw else None
+
+
+_FROM_URL_SAFE = str.maketrans("-_", "+/")
+
+
 def call_id(position: int, signature: Any = None, tag: str = "") -> str:
     """The id of the ``position``-th call of a reply (``tag``: ``reply_tag``); a
-    ``thoughtSignature`` rides in it as base64url, so the call can go back with it."""
+    ``thoughtSignature`` rides in it as base64url, with a mark saying which
+    alphabet it came in (``signature_of`` gives it back in that one), so the call
+    can go back with it."""
     plain = f"call_{tag}_{position}" if tag else f"call_{position}"
     if not isinstance(signature, str) or not signature:
         return plain
-    try:
-        raw = base64.b64decode(signature, validate=True)
-    except (binascii.Error, ValueError):
+    found = _signature_bytes(signature)
+    if found is None:
         return plain
+    raw, url_safe = found
     packed = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-    return f"{plain}{_SIGNATURE_MARK}{packed}"
+    mark = _URL_SAFE_MARK if url_safe else _STANDARD_MARK
+    return f"{plain}{mark}{packed}"
 
 
 def signature_of(tool_call_id: Any) -> str | None:
-    """The ``thoughtSignature`` carried by an id from ``call_id``, else None."""
-    if not isinstance(tool_call_id, str) or _SIGNATURE_MARK not in tool_call_id:
+    """The ``thoughtSignature`` carried by an id from ``call_id`` (padded, in the
+    alphabet it came in), else None."""
+    if not isinstance(tool_call_id, str):
         return None
-    packed = tool_call_id.rsplit(_SIGNATURE_MARK, 1)[1]
+    found = _SIGNED_ID.fullmatch(tool_call_id)
+    if found is None:
+        return None
+    packed = found.group(2)
     try:
         raw = base64.urlsafe_b64decode(packed + "=" * (-len(packed) % 4))
     except (binascii.Error, ValueError):
         return None
-    return base64.b64encode(raw).decode("ascii") if raw else None
+    if not raw:
+        return None
+    if found.group(1) == "u":
+        return base64.urlsafe_b64encode(raw).decode("ascii")
+    return base64.b64encode(raw).decode("ascii")
 
 
 # --- request: schemas ---------------------------------------------------------------

@@ -296,6 +296,56 @@ def test_thoughts_and_their_signature_survive_a_tool_turn(oai, upstream):
     assert base64.b64decode(part["thoughtSignature"]).startswith(b"sig-mock-")
 
 
+def test_a_url_safe_signature_goes_back_as_it_came(gemini, upstream):
+    """A signature in the URL-safe alphabet (``-``, ``_``: what some SDKs and
+    proxies in front of Gemini write) rides in the ``tool_use`` id a Messages
+    client sends back, and returns to Gemini unchanged."""
+    signature = base64.urlsafe_b64encode(b"\xfb\xff\xbf sig" * 40).decode()
+    assert "-" in signature
+    assert "_" in signature
+    call = {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}
+    upstream.add(
+        "g1",
+        body={
+            "responseId": "rsafe1",
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{**call, "thoughtSignature": signature}],
+                    },
+                    "finishReason": "STOP",
+                }
+            ],
+        },
+    )
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    tools = [{"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}]
+    ask = [{"role": "user", "content": "weather?"}]
+    first = client.messages.create(
+        model="gm/g1", max_tokens=64, messages=ask, tools=tools
+    )
+    block = next(b for b in first.content if b.type == "tool_use")
+    assert block.id.startswith("call_rsafe1_0_tu_")
+    client.messages.create(
+        model="gm/g1",
+        max_tokens=64,
+        tools=tools,
+        messages=[
+            *ask,
+            {"role": "assistant", "content": [block.model_dump()]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": block.id, "content": "rain"}
+                ],
+            },
+        ],
+    )
+    sent = upstream.requests()[-1]["body"]["contents"][1]["parts"][0]
+    assert sent == {**call, "thoughtSignature": signature}
+
+
 def test_a_conversation_with_signed_ids_fails_over_to_an_openai_upstream(
     gemini, mock, upstream
 ):
