@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from gateway.dialects.gemini import THINKING_BUDGET_FIELD
 from gateway.inbound.messages import (
     ADAPTIVE_BUDGET,
     THINKING_BUDGET,
@@ -68,6 +69,7 @@ def test_the_budget_rides_beside_the_effort_and_only_to_gemini_dialects():
     assert request.body["reasoning_effort"] == "high"
     assert request.body["thinking_budget"] == 20000
     assert THINKING_BUDGET in request.conditional
+    assert THINKING_BUDGET.field == THINKING_BUDGET_FIELD  # the field Gemini reads
     assert THINKING_BUDGET.dialects == {"gemini/chat", "vertex/chat"}
     # never named: it only refines the effort (which is named where it is left out)
     assert THINKING_BUDGET.path == ""
