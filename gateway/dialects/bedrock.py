@@ -102,8 +102,9 @@ Embeddings: ``/model/{modelId}/invoke``.  A Cohere model (``cohere.…``) gets
 text}``, since Titan embeds one string per call: several inputs make a call whose
 ``parts`` the sending layer runs (at most 8 at once) and joins in input order, a
 failed part failing the attempt.  ``dimensions`` is sent (with ``normalize: true``)
-to Titan Text Embeddings V2 when it is 256, 512 or 1024, the sizes it makes; any
-other value, and ``dimensions`` to Cohere or Titan V1 (whose bodies have no such
+to Titan Text Embeddings V2 when it is 256, 512 or 1024, the sizes it makes, and as
+``output_dimension`` to Cohere Embed v4 when it is one of those or 1536; any other
+value, and ``dimensions`` to Cohere v3 or Titan V1 (whose bodies have no such
 field), is left out and named (``embeddings_unsent``), unless it is the model's own
 size.  Usage: ``prompt_tokens`` (and ``total_tokens``) is Titan's
 ``inputTextTokenCount``, else the reply header ``X-Amzn-Bedrock-Input-Token-Count``
@@ -621,6 +622,9 @@ def is_cohere(model: str) -> bool:
 #: the sizes Titan Text Embeddings V2 makes (``dimensions``; 1024 is its own)
 TITAN_V2_DIMENSIONS = frozenset({256, 512, 1024})
 _TITAN_V2 = re.compile(r"(^|[./])amazon\.titan-embed-text-v2")
+#: the sizes Cohere Embed v4 makes (``output_dimension``; 1536 is its own)
+COHERE_V4_DIMENSIONS = frozenset({256, 512, 1024, 1536})
+_COHERE_V4 = re.compile(r"(^|[./])cohere\.embed-v4")
 #: the vector size of a model that takes no ``dimensions`` (asking it for that size
 #: asks for nothing, so it is not named)
 _OWN_SIZES = (
@@ -635,7 +639,10 @@ def _size(value: Any) -> int | None:
 
 def sends_dimensions(model: str, dimensions: int) -> bool:
     """Whether ``model``'s invoke body takes ``dimensions`` of this size: Titan V2
-    takes 256, 512 and 1024; Cohere's and Titan V1's bodies have no such field."""
+    takes 256, 512 and 1024 (``dimensions``), Cohere Embed v4 those and 1536
+    (``output_dimension``); Cohere v3's and Titan V1's bodies have no such field."""
+    if _COHERE_V4.search(model) is not None:
+        return dimensions in COHERE_V4_DIMENSIONS
     return dimensions in TITAN_V2_DIMENSIONS and _TITAN_V2.search(model) is not None
 
 
@@ -657,17 +664,19 @@ def invoke_embed_bodies(body: JSON, *, model: str) -> list[JSON]:
     """An OpenAI embeddings request -> the model's own invoke bodies: Cohere's one
     with every text, Titan's one per input (its ``inputText`` is one string)."""
     texts = _inputs(body)
-    if is_cohere(model):
-        return [
-            {
-                "texts": texts,
-                "input_type": "search_document",
-                "embedding_types": ["float"],
-            }
-        ]
-    extra: JSON = {}
     dimensions = _size(body.get("dimensions"))
-    if dimensions is not None and sends_dimensions(model, dimensions):
+    sized = dimensions is not None and sends_dimensions(model, dimensions)
+    if is_cohere(model):
+        cohere: JSON = {
+            "texts": texts,
+            "input_type": "search_document",
+            "embedding_types": ["float"],
+        }
+        if sized:
+            cohere["output_dimension"] = dimensions
+        return [cohere]
+    extra: JSON = {}
+    if sized:
         extra = {"dimensions": dimensions, "normalize": True}
     return [{"inputText": text, **extra} for text in texts]
 

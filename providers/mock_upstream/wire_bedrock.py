@@ -378,7 +378,9 @@ class _InvokeWire:
         request = call.request
         if _is_cohere(call.model):
             texts = [str(t) for t in request.get("texts") or ()]
-            vectors = [_vector(text, EMBEDDING_DIMENSIONS) for text in texts]
+            size = request.get("output_dimension")
+            width = size if isinstance(size, int) else EMBEDDING_DIMENSIONS
+            vectors = [_vector(text, width) for text in texts]
             if request.get("embedding_types"):
                 return {
                     "id": f"mock-{call.reply_id}",
@@ -600,16 +602,33 @@ def _count_header(reply: Reply, tokens: int) -> None:
 _TITAN_V2_SIZES = (256, 512, 1024)
 
 
-def _bad_titan(model: str, body: bytes) -> str | None:
-    """Bedrock's message refusing a Titan invoke body, None when it is fine: Titan
-    takes one string as ``inputText``, and V2 a ``dimensions`` of 256, 512 or 1024
-    only."""
-    if _is_cohere(model):
+#: the sizes Cohere Embed v4 makes (``output_dimension``)
+_COHERE_V4_SIZES = (256, 512, 1024, 1536)
+
+
+def _bad_cohere(model: str, request: Any) -> str | None:
+    """Bedrock's refusal of a Cohere body's ``output_dimension``: v4 takes 256, 512,
+    1024 or 1536; v3 has no such field."""
+    size = request.get("output_dimension") if isinstance(request, dict) else None
+    if size is None:
         return None
+    if "embed-v4" not in model:
+        return "Malformed input request: extraneous key [output_dimension]"
+    if size not in _COHERE_V4_SIZES:
+        return f"Malformed input request: #/output_dimension: {size} is not valid"
+    return None
+
+
+def _bad_titan(model: str, body: bytes) -> str | None:
+    """Bedrock's message refusing an embeddings invoke body, None when it is fine:
+    Titan takes one string as ``inputText``, and V2 a ``dimensions`` of 256, 512 or
+    1024 only; Cohere's ``output_dimension`` as ``_bad_cohere`` says."""
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError:
         request = None
+    if _is_cohere(model):
+        return _bad_cohere(model, request)
     if not isinstance(request, dict) or not isinstance(request.get("inputText"), str):
         return "Malformed input request: #/inputText: expected type: String"
     size = request.get("dimensions")

@@ -803,6 +803,9 @@ def test_join_embeddings_reindexes_the_parts_and_sums_their_usage():
             8,
             True,
         ),
+        ("cohere.embed-v4:0", 256, False),  # v4 makes it (output_dimension)
+        ("us.cohere.embed-v4:0", 1536, False),
+        ("cohere.embed-v4:0", 300, True),
     ],
 )
 def test_a_dimensions_the_model_cannot_make_is_named_and_not_sent(
@@ -818,6 +821,12 @@ def test_a_dimensions_the_model_cannot_make_is_named_and_not_sent(
         ("dimensions" in b) == (not named and "titan-embed-text-v2" in model)
         for b in sent
     )
+    assert all(
+        b.get("output_dimension") == (None if named else dimensions)
+        for b in sent
+        if "embed-v4" in model
+    )
+    assert not any("output_dimension" in b for b in sent if "embed-v4" not in model)
 
 
 def test_embeddings_fields_that_ask_nothing_are_never_named():

@@ -83,6 +83,8 @@ providers:
         capabilities: [embeddings]
       - id: cohere.embed-english-v3
         capabilities: [embeddings]
+      - id: cohere.embed-v4:0
+        capabilities: [embeddings]
   - slug: brbad
     kind: bedrock
     base_url: {root}
@@ -918,6 +920,18 @@ def test_a_dimensions_cohere_cannot_make_is_named_and_strict_refuses_it(
     assert other.status_code == 200, other.text
     assert other.headers["x-omniroute-dropped"] == "dimensions"
     assert _invokes(upstream)[-1]["body"] == {"inputText": "a"}
+
+
+def test_cohere_v4_makes_the_asked_dimensions(oai, upstream):
+    """Embed v4 takes ``output_dimension`` (256, 512, 1024 or 1536): ``dimensions``
+    reaches it under that name and the vectors come at that size."""
+    answer = oai.embeddings.with_raw_response.create(
+        model="br/cohere.embed-v4:0", input=["a", "b"], dimensions=512
+    )
+    assert "x-omniroute-dropped" not in answer.headers
+    vectors = answer.parse().data
+    assert [len(item.embedding) for item in vectors] == [512, 512]
+    assert upstream.requests()[-1]["body"]["output_dimension"] == 512
 
 
 def test_cohere_embeddings_send_every_text(oai, upstream):
