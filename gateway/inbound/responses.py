@@ -47,6 +47,7 @@ from gateway.inbound.base import (
 from gateway.inbound.chat import (
     GATEWAY_FIELDS,
     chat_request,
+    check_effort,
     model_sent,
     parse_body,
     positive_int,
@@ -161,6 +162,22 @@ def _validate(body: dict[str, Any]) -> None:
                 kind, "an object"
             )
             raise _invalid("invalid_type", name, f"'{name}' must be {label}")
+    reasoning = body.get("reasoning")
+    if reasoning is not None and reasoning.get("effort") is not None:
+        check_effort(reasoning["effort"], "reasoning.effort")
+
+
+def _call_id(item: dict[str, Any], path: str) -> None:
+    """A tool output's ``call_id``: what ties it to its call on every upstream."""
+    value = item.get("call_id")
+    if value is None or value == "":
+        raise _invalid(
+            "missing_parameter", f"{path}.call_id", f"'{path}.call_id' is required"
+        )
+    if not isinstance(value, str):
+        raise _invalid(
+            "invalid_type", f"{path}.call_id", f"'{path}.call_id' must be a string"
+        )
 
 
 # --- body -> canonical ----------------------------------------------------------------
@@ -215,6 +232,8 @@ class _Translation:
             elif kind in _CALLS:
                 self._call(out, item, kind)
             elif kind in _OUTPUTS:
+                if prefix is not None:
+                    _call_id(item, path)
                 out.append(self._output(item))
             elif kind == "reasoning":
                 continue  # no user content (09 §2.6: dropped silently)
