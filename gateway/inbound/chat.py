@@ -359,7 +359,7 @@ def _check_content(message: dict[str, Any], path: str, *, required: bool) -> Non
         _check_part(part, f"{path}.content[{index}]")
 
 
-def _check_arguments(function: dict[str, Any], path: str) -> None:
+def check_arguments(function: dict[str, Any], path: str) -> None:
     """A tool call's ``arguments``: a JSON object, as a string (or an object, which
     the dialects read too); empty means no arguments."""
     arguments = function.get("arguments")
@@ -396,7 +396,7 @@ def _check_tool_calls(message: dict[str, Any], path: str) -> None:
         _string(call, "id", where, required=False)
         function = _object(call, "function", where)
         _string(function, "name", f"{where}.function", required=True, empty=False)
-        _check_arguments(function, f"{where}.function")
+        check_arguments(function, f"{where}.function")
 
 
 #: roles whose message has content of its own (an assistant's may be only calls)

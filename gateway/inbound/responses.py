@@ -47,6 +47,7 @@ from gateway.inbound.base import (
 from gateway.inbound.chat import (
     GATEWAY_FIELDS,
     chat_request,
+    check_arguments,
     check_effort,
     model_sent,
     parse_body,
@@ -230,6 +231,8 @@ class _Translation:
                 if message is not None:
                     out.append(message)
             elif kind in _CALLS:
+                if prefix is not None and kind == "function_call":
+                    check_arguments(item, path)
                 self._call(out, item, kind)
             elif kind in _OUTPUTS:
                 if prefix is not None:

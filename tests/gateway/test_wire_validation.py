@@ -50,7 +50,8 @@ def refused(parse: Any, **fields: Any) -> tuple[str, str | None]:
         parse(**fields)
     error = caught.value
     assert (error.status, error.error_type) == (400, "invalid_request_error")
-    assert error.param and error.param in error.message
+    assert error.param
+    assert error.param in error.message
     return error.code, error.param
 
 
@@ -130,14 +131,20 @@ def refused(parse: Any, **fields: Any) -> tuple[str, str | None]:
             "messages[0].name",
         ),
         (
-            [USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}]
-            + [{"role": "tool", "content": "42"}],
+            [
+                USER,
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "tool", "content": "42"},
+            ],
             "missing_parameter",
             "messages[2].tool_call_id",
         ),
         (
-            [USER, {"role": "assistant", "tool_calls": [CALL]}]
-            + [{"role": "tool", "tool_call_id": "call_1"}],
+            [
+                USER,
+                {"role": "assistant", "tool_calls": [CALL]},
+                {"role": "tool", "tool_call_id": "call_1"},
+            ],
             "missing_parameter",
             "messages[2].content",
         ),
@@ -452,3 +459,36 @@ def test_an_absent_model_is_still_missing_parameter(model):
     with pytest.raises(RequestError) as caught:
         responses(model=model, input="hi")
     assert (caught.value.code, caught.value.param) == ("missing_parameter", "model")
+
+
+@pytest.mark.parametrize("arguments", ["{not json", "[1]"])
+def test_a_responses_function_call_with_arguments_no_json_object_is_refused(
+    arguments,
+):
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+    ]
+
+    assert refused(responses, input=items) == ("invalid_value", "input[1].arguments")
+
+
+def test_a_responses_tool_round_trip_passes():
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "sh", "input": "ls"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "a.txt"},
+    ]
+
+    request = responses(input=items)
+
+    assert [m["role"] for m in request.body["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
