@@ -59,8 +59,18 @@ NAVIGATION = [
         "title": "Overview",
         "items": [
             _item("Dashboard", "dashboard", reverse_lazy("admin:index")),
-            _item("Traffic overview", "monitoring", reverse_lazy("telemetry-overview")),
-            _item("Live routing", "stream", reverse_lazy("telemetry-live-routing")),
+            {
+                **_item(
+                    "Traffic overview", "monitoring", reverse_lazy("telemetry-overview")
+                ),
+                "permission": _page("overview"),
+            },
+            {
+                **_item(
+                    "Live routing", "stream", reverse_lazy("telemetry-live-routing")
+                ),
+                "permission": _page("live_routing"),
+            },
             _item("Explain route", "alt_route", reverse_lazy("explain-route")),
             {
                 **_item("Playground", "science", reverse_lazy("admin-playground")),

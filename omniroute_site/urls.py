@@ -129,5 +129,6 @@ urlpatterns = [
 
 # spec 01: JSON errors everywhere but the admin
 handler400 = "gateway.ops.views.bad_request"
+handler403 = "gateway.ops.views.permission_denied"
 handler404 = "gateway.ops.views.not_found"
 handler500 = "gateway.ops.views.server_error"

@@ -40,10 +40,15 @@ def _preview(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
 
+def _count_items(counts: Any) -> list[str]:
+    """``{"updated": 3, "missing": 1}`` -> ``["3 updated", "1 missing"]``."""
+    if not isinstance(counts, dict):
+        return []
+    return [f"{value} {name}" for name, value in counts.items()]
+
+
 def _counts_text(counts: Any) -> str:
-    if not isinstance(counts, dict) or not counts:
-        return "—"
-    return ", ".join(f"{value} {name}" for name, value in counts.items())
+    return ", ".join(_count_items(counts)) or "—"
 
 
 @admin.register(JobRun)
@@ -121,9 +126,10 @@ class JobRunAdmin(ModelAdmin):
                 if status.last_run
                 else "",
                 "duration": self.duration(status.last_run) if status.last_run else "",
-                "counts": _counts_text(status.last_run.counts)
+                # one item each, so the column wraps between items, never in one
+                "counts": _count_items(status.last_run.counts)
                 if status.last_run
-                else "",
+                else [],
                 "next_due": status.next_due,
                 "message_preview": _preview(
                     status.last_run.message or "", JOBS_PAGE_PREVIEW_CHARS

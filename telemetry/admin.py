@@ -373,7 +373,8 @@ class WebhookEndpointAdmin(ModelAdmin):
 
     @admin.display(description="signing secret")
     def secret_display(self, obj: WebhookEndpoint) -> str:
-        return obj.secret_display or "—"
+        """Whether one is set; no part of it (issue #15)."""
+        return f"signing secret {obj.secret_display or 'not set'}"
 
     def save_model(
         self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool

@@ -2,10 +2,13 @@
 
 ``RoutingFeedConsumer`` serves one admin page.  Steps and invariants:
 
-1. The handshake is accepted first, so that a refused client reads the close code:
-   a user who is not an active staff member (anonymous included) is closed with
-   ``4403`` at once and never joins the group.
-2. Staff join the channel-layer group ``FEED_GROUP``; the gateway sends one
+1. A refused handshake is accepted, then closed, so that the client reads the code:
+   a user who is not an active staff member (anonymous included), or staff without
+   the Live routing page's permissions (the request and attempt logs' view rights,
+   ``providers.console_access``), is closed with ``4403`` at once and never joins
+   the group.
+2. Staff join the channel-layer group ``FEED_GROUP``, then the handshake is
+   accepted (a client that is connected is on the feed); the gateway sends one
    ``routing_decision`` event there per finished request (``gateway.edge.feed``), and
    Channels dispatches it to ``routing_decision()`` by its ``type``.
 3. Each socket gets at most ``MAX_MESSAGES_PER_SECOND`` decisions per one-second
@@ -27,7 +30,10 @@ import contextlib
 import logging
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from providers.console_access import may_open
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +79,9 @@ class RateWindow:
 
 
 def is_feed_viewer(user: Any) -> bool:
-    """Active staff only (spec 06 §4.2); the anonymous user has neither flag."""
-    return bool(
-        user is not None
-        and getattr(user, "is_active", False)
-        and getattr(user, "is_staff", False)
-    )
+    """Active staff (spec 06 §4.2) who may open the Live routing page; the anonymous
+    user has neither flag.  Reads the user's permissions: call it off the loop."""
+    return user is not None and may_open(user, "live_routing")
 
 
 class RoutingFeedConsumer(AsyncJsonWebsocketConsumer):
@@ -91,12 +94,15 @@ class RoutingFeedConsumer(AsyncJsonWebsocketConsumer):
         self.reporter: asyncio.Task[None] | None = None
         self.refresher: asyncio.Task[None] | None = None
         self.joined = False
-        await self.accept()
-        if not is_feed_viewer(self.scope.get("user")):
+        allowed = await database_sync_to_async(is_feed_viewer)(self.scope.get("user"))
+        if not allowed:
+            await self.accept()
             await self.close(code=FORBIDDEN_CLOSE_CODE)
             return
+        # joined before the accept: a client that reads "accepted" is on the feed
         await self.channel_layer.group_add(FEED_GROUP, self.channel_name)
         self.joined = True
+        await self.accept()
         self.refresher = asyncio.create_task(self._keep_membership())
 
     async def disconnect(self, code: int) -> None:

@@ -1,5 +1,7 @@
 """Admin dashboards under ``/admin/telemetry/`` (spec 06 §4.1, §4.2), staff only;
-``omniroute_site.urls`` wraps each view in ``admin_site.admin_view``.
+``omniroute_site.urls`` wraps each view in ``admin_site.admin_view``.  Each also needs
+the request and attempt logs' view permissions (``providers.console_access``): it
+shows what they hold; staff without them get a 403.
 
 * ``overview_view``: the period and filter form, four cards, three inline-SVG
   charts (``telemetry.charts``), each with its data table, and the provider/model
@@ -21,6 +23,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from gateway.templatetags.omr import omr_time
+from providers.console_access import refuse_unless
 from telemetry import charts
 from telemetry.overview import (
     DEFAULT_PERIOD,
@@ -272,6 +275,7 @@ def filter_fields(overview: Overview, filters: Filters) -> list[FilterField]:
 
 
 def overview_view(request: HttpRequest) -> HttpResponse:
+    refuse_unless(request.user, "overview")
     period = PERIODS.get(request.GET.get("period", ""), PERIODS[DEFAULT_PERIOD])
     filters = Filters.from_query(request.GET)
     overview = build_overview(period, filters, timezone.now())
@@ -296,6 +300,7 @@ def overview_view(request: HttpRequest) -> HttpResponse:
 
 
 def live_routing_view(request: HttpRequest) -> HttpResponse:
+    refuse_unless(request.user, "live_routing")
     context = {
         **admin.site.each_context(request),
         "title": "Live routing",

@@ -164,8 +164,8 @@ class WebhookEndpoint(models.Model):
         max_length=2000, validators=(URLValidator(schemes=("http", "https")),)
     )
     # A Fernet token (``providers.crypto``); the plaintext never reaches the admin.
+    # No part of it is kept in the clear or shown (issue #15): the admin says "set".
     secret_encrypted = models.TextField()
-    secret_last4 = models.CharField(max_length=4, blank=True)
     events = models.JSONField(default=list, blank=True)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -188,7 +188,6 @@ class WebhookEndpoint(models.Model):
 
     def set_secret(self, value: str) -> None:
         self.secret_encrypted = crypto.encrypt(value)
-        self.secret_last4 = value[-4:]
 
     def secret(self) -> str:
         """The plaintext signing key (raises ``crypto.SecretUnreadable``)."""
@@ -196,7 +195,9 @@ class WebhookEndpoint(models.Model):
 
     @property
     def secret_display(self) -> str:
-        return f"•••• {self.secret_last4}" if self.secret_encrypted else ""
+        """What the admin may show: ``set`` or nothing, never any part of the
+        secret (as ``Connection.api_key_display``, issue #15)."""
+        return "set" if self.secret_encrypted else ""
 
 
 class WebhookDelivery(models.Model):

@@ -71,7 +71,8 @@ def test_a_refused_request_is_one_log_line_without_a_traceback(
 
     with caplog.at_level(logging.WARNING, logger="django.request"):
         response = client.post(
-            "/admin/dashboard/health/", {"connection": "1", "action": "reset"}
+            "/admin/dashboard/health/",
+            {"connection": "1", "action": "reset", "confirm": "yes"},
         )
 
     assert response.status_code == 403
@@ -79,3 +80,84 @@ def test_a_refused_request_is_one_log_line_without_a_traceback(
     assert len(forbidden) == 1
     assert forbidden[0].exc_info is None
     assert "Forbidden" in forbidden[0].getMessage()
+
+
+def _hidden_from_screen_readers(html: str) -> str:
+    """``html`` without the elements marked ``aria-hidden="true"`` and tags: what a
+    screen reader reads of it."""
+    import re
+
+    html = re.sub(r'<(\w+)[^>]*aria-hidden="true"[^>]*>.*?</\1>', "", html, flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_the_logout_button_is_read_as_log_out(root: Client):
+    page = root.get("/admin/").content.decode()
+
+    button = page.split('id="omr-logout"')[1].split("</button>")[0]
+    assert "material-symbols-outlined" in button  # the icon is still drawn
+    assert _hidden_from_screen_readers(button.split(">", 1)[1]) == "Log out"
+
+
+# --- the traffic overview and the live feed need the logs' view permissions ----------
+
+TRAFFIC_PAGES = ("/admin/telemetry/overview/", "/admin/telemetry/live-routing/")
+
+
+def _staff(*codenames: str) -> Client:
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user("plain-staff", password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("url", TRAFFIC_PAGES)
+def test_staff_without_the_logs_view_permissions_get_the_admins_403(
+    url: str, caplog: pytest.LogCaptureFixture
+):
+    client = _staff("view_requestlog")  # one of the two is not enough
+
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        response = client.get(url)
+
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert 'id="omr-forbidden"' in page
+    assert "telemetry.view_requestlog, telemetry.view_attemptlog" in page
+    assert 'id="nav-sidebar"' in page  # the admin's frame, not Django's bare page
+    assert "Not allowed | OmniRoute</title>" in page
+    forbidden = [r for r in caplog.records if r.name == "django.request"]
+    assert len(forbidden) == 1
+    assert forbidden[0].exc_info is None
+    assert url in forbidden[0].getMessage()
+
+
+def test_their_links_show_only_to_staff_who_may_open_them():
+    plain = _staff()
+    page = plain.get("/admin/").content.decode()
+    for url in TRAFFIC_PAGES:
+        assert f'href="{url}"' not in page
+
+    User.objects.all().delete()
+    allowed = _staff("view_requestlog", "view_attemptlog")
+    page = allowed.get("/admin/").content.decode()
+    for url in TRAFFIC_PAGES:
+        assert page.count(f'href="{url}"') == 2  # the sidebar and the dashboard
+        assert allowed.get(url).status_code == 200
+
+
+def test_a_403_outside_the_admin_stays_json(root: Client):
+    from django.core.exceptions import PermissionDenied
+    from django.test import RequestFactory
+
+    from gateway.ops.views import permission_denied
+
+    request = RequestFactory().get("/api/combos/")
+    response = permission_denied(request, PermissionDenied())
+
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("application/json")
+    assert b'"code":"permission_denied"' in response.content.replace(b" ", b"")

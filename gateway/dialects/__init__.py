@@ -23,10 +23,12 @@ from gateway.dialects.base import (
     StreamErrorEvent,
     StreamTranslator,
     UpstreamCall,
+    join_embeddings,
 )
 from gateway.dialects.bedrock import BedrockDialect
+from gateway.dialects.bedrock import embeddings_unsent as bedrock_embeddings_unsent
 from gateway.dialects.bedrock import unsent as bedrock_unsent
-from gateway.dialects.carry import Carry, Odd, odd_elements
+from gateway.dialects.carry import Carry, EmbeddingsCarry, Odd, odd_elements
 from gateway.dialects.gemini import UNSENT as GEMINI_UNSENT
 from gateway.dialects.gemini import GeminiDialect
 from gateway.dialects.openai import MockDialect, OpenAIDialect
@@ -112,6 +114,23 @@ def unsent(
     return carry(body, odd) if carry is not None else ()
 
 
+#: embeddings dialect -> the paths of an OpenAI embeddings body its request leaves
+#: out for a model (spec 09 §2.6 on the embeddings surface); the OpenAI and Azure
+#: dialects send the body as it is, Gemini's and Vertex's map ``dimensions`` to
+#: ``outputDimensionality``, and the wire encodes base64 itself, so only Bedrock
+#: declares one
+_EMBEDDINGS_UNSENT: Mapping[type, EmbeddingsCarry] = MappingProxyType(
+    {BedrockDialect: bedrock_embeddings_unsent}
+)
+
+
+def embeddings_unsent(dialect: Dialect, model: str, body: JSON) -> tuple[str, ...]:
+    """What ``dialect``'s embeddings request for ``model`` (the upstream id) leaves
+    out of the OpenAI embeddings ``body`` (the empty tuple when nothing)."""
+    carry = _EMBEDDINGS_UNSENT.get(type(dialect))
+    return carry(model, body) if carry is not None else ()
+
+
 def wires_of(kind: str) -> tuple[str, ...]:
     """The ``wire`` values a provider of ``kind`` accepts, ``chat`` first."""
     return tuple(wire for (k, wire) in WIRES if k == kind)
@@ -140,6 +159,8 @@ __all__ = [
     "carry_of",
     "dialect_for",
     "dialect_of",
+    "embeddings_unsent",
+    "join_embeddings",
     "model_wire",
     "odd_elements",
     "unsent",

@@ -23,9 +23,11 @@ base URL without a path):
    ``metadata.user_id`` and ``temperature`` is capped at Anthropic's maximum of 1.
 
 5. ``reasoning_effort`` becomes ``thinking`` with a token budget by level (the
-   gateway sends it only to a model known to reason, spec 09 §2.6); the budget stays
-   below ``max_tokens``, and ``temperature``/``top_k`` (which thinking refuses) are
-   left out then.
+   gateway sends it only to a model known to reason, spec 09 §2.6), with room left
+   for the answer, and not in a tool turn that lost its signed thinking
+   (``anthropic_thinking``; ``reasoning_effort`` is named then);
+   ``temperature``/``top_k`` (which thinking refuses) are left out with it.  An
+   assistant message's ``thinking_blocks`` go first in its content.
 
 Left out of the attempt and named (``UNSENT``, spec 09 §2.6), when the client set
 them to a value that asks for something: ``response_format`` (Anthropic has no JSON
@@ -39,7 +41,8 @@ other than functions (``tools[i]``).  Fields that change nothing in the answer
 
 Reply: text blocks are joined into ``content`` (``None`` when the reply is only tool
 calls), ``tool_use`` blocks become ``tool_calls``, ``thinking`` blocks become
-``reasoning_content``.  Stream events become ``chat.completion.chunk`` objects, ending
+``reasoning_content`` and, signed, ``thinking_blocks`` (a stream hands each over
+whole when it ends).  Stream events become ``chat.completion.chunk`` objects, ending
 with one usage-only chunk at ``message_stop``.  Usage always counts cache reads and
 cache writes inside ``prompt_tokens`` and keeps ``cache_creation_input_tokens`` beside
 it, because the gateway bills cache writes from that key.
@@ -58,6 +61,14 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from gateway.dialects.anthropic_thinking import (
+    DEFAULT_MAX_TOKENS,
+    client_max_tokens,
+    drop_unthought_thinking,
+    signed_blocks,
+    thinking_fit,
+)
+from gateway.dialects.anthropic_thinking import unsent as thinking_unsent
 from gateway.dialects.base import (
     API_KEY,
     JSON,
@@ -87,7 +98,6 @@ from gateway.kernel.text import text_of
 from gateway.kernel.types import Auth
 
 ANTHROPIC_VERSION = "2023-06-01"
-DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients may omit it
 MAX_TEMPERATURE = 1.0  # Anthropic's range is 0..1, OpenAI's 0..2
 ERROR_TEXT_MAX_CHARS = 2000
 DEFAULT_IMAGE_MEDIA_TYPE = "image/png"
@@ -205,7 +215,8 @@ def _turn(message: JSON) -> tuple[str, list[JSON]] | None:
             result["content"] = "" if text == "Error" else text.removeprefix("Error: ")
         return "user", [result]
     if role == "assistant":
-        blocks = _content_blocks(message.get("content"))
+        blocks = signed_blocks(message.get("thinking_blocks"))
+        blocks += _content_blocks(message.get("content"))
         return "assistant", blocks + _tool_use_blocks(message.get("tool_calls"))
     if role == "user":
         return "user", _content_blocks(message.get("content"))
@@ -284,17 +295,10 @@ def _translate_tool_choice(choice: Any, parallel_tool_calls: Any) -> JSON | None
     return translated
 
 
-def _max_tokens(body: JSON) -> int:
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return DEFAULT_MAX_TOKENS
-
-
 def _sampling(body: JSON) -> JSON:
     """Sampling and stop fields that Anthropic understands, renamed where needed."""
-    out: JSON = {"max_tokens": _max_tokens(body)}
+    limit = client_max_tokens(body)
+    out: JSON = {"max_tokens": DEFAULT_MAX_TOKENS if limit is None else limit}
     temperature = body.get("temperature")
     if isinstance(temperature, int | float) and not isinstance(temperature, bool):
         out["temperature"] = min(temperature, MAX_TEMPERATURE)
@@ -313,27 +317,17 @@ def _sampling(body: JSON) -> JSON:
     return out
 
 
-#: reasoning_effort -> thinking budget_tokens (Anthropic's minimum budget is 1024)
-THINKING_BUDGETS = {
-    "minimal": 1024,
-    "low": 2048,
-    "medium": 8192,
-    "high": 16384,
-    "xhigh": 32768,
-}
-MIN_THINKING_BUDGET = 1024
 #: thinking allows top_p only from this value up
 MIN_THINKING_TOP_P = 0.95
 
 
-def _thinking(upstream: JSON, effort: Any) -> None:
-    """``thinking`` for a ``reasoning_effort``, fitted under ``max_tokens``."""
-    budget = THINKING_BUDGETS.get(effort) if isinstance(effort, str) else None
-    if budget is None:
-        return  # "none" or an unknown level: no thinking
-    budget = min(budget, upstream["max_tokens"] - 1)
-    if budget < MIN_THINKING_BUDGET:
-        return
+def _thinking(upstream: JSON, body: JSON) -> None:
+    """``thinking`` for the body's ``reasoning_effort``, with room for the answer
+    and not in a tool turn that lost its thinking (``anthropic_thinking``)."""
+    fit = thinking_fit(body)
+    if fit is None:
+        return  # "none", an unknown level, no room, or an unthought tool turn
+    budget, upstream["max_tokens"] = fit
     upstream["thinking"] = {"type": "enabled", "budget_tokens": budget}
     upstream.pop("temperature", None)
     upstream.pop("top_k", None)
@@ -350,6 +344,7 @@ UNSENT = Carry(
         {**OPENAI_ONLY, **SAMPLING_EXTRAS, "response_format": not_text_format}
     ),
     part=text_or(frozenset({"image_url"})),
+    whole=thinking_unsent,
 )
 
 
@@ -364,7 +359,7 @@ def build_messages_body(body: JSON, *, model: str, stream: bool) -> JSON:
         upstream["system"] = _render_system(system)
     upstream.update(_sampling(body))
     if body.get("reasoning_effort") is not None:
-        _thinking(upstream, body["reasoning_effort"])
+        _thinking(upstream, body)
     tools = _translate_tools(body.get("tools"))
     if tools:
         upstream["tools"] = tools
@@ -436,6 +431,9 @@ def _reply_message(content: list[Any]) -> JSON:
         message["tool_calls"] = tool_calls
     if thinking:
         message["reasoning_content"] = "".join(thinking)
+    signed = signed_blocks(content)
+    if signed:  # sent back by the client, they keep a tool turn's thinking
+        message["thinking_blocks"] = signed
     return message
 
 
@@ -491,7 +489,16 @@ class AnthropicStreamTranslator:
     map from Anthropic block index to that number routes each ``input_json_delta``.
     """
 
-    __slots__ = ("_created", "_finished", "_id", "_model", "_raw", "_tools", "_usage")
+    __slots__ = (
+        "_created",
+        "_finished",
+        "_id",
+        "_model",
+        "_raw",
+        "_thoughts",
+        "_tools",
+        "_usage",
+    )
 
     def __init__(self, *, created: int, raw: bool = False) -> None:
         self._raw = raw
@@ -500,6 +507,8 @@ class AnthropicStreamTranslator:
         self._id = _completion_id(None)
         self._model = ""
         self._tools: dict[Any, int] = {}
+        #: block index -> the thinking block being streamed (text and signature)
+        self._thoughts: dict[Any, JSON] = {}
         self._usage: JSON = {}
 
     @property
@@ -531,10 +540,11 @@ class AnthropicStreamTranslator:
             "message_start": self._on_message_start,
             "content_block_start": self._on_block_start,
             "content_block_delta": self._on_block_delta,
+            "content_block_stop": self._on_block_stop,
             "message_delta": self._on_message_delta,
         }
         handler = handlers.get(kind) if isinstance(kind, str) else None
-        # ping, content_block_stop and any future event carry nothing for a client
+        # ping and any future event carry nothing for a client
         return handler(data) if handler is not None else []
 
     def _chunk(self, delta: JSON, finish_reason: str | None = None) -> JSON:
@@ -572,6 +582,16 @@ class AnthropicStreamTranslator:
         kind = block.get("type")
         if kind == "text" and block.get("text"):
             return [self._chunk({"content": block["text"]})]
+        if kind == "thinking":
+            self._thoughts[data.get("index")] = {
+                "type": "thinking",
+                "thinking": str(block.get("thinking") or ""),
+                "signature": str(block.get("signature") or ""),
+            }
+            return []
+        if kind == "redacted_thinking":
+            redacted = signed_blocks([block])
+            return [self._chunk({"thinking_blocks": redacted})] if redacted else []
         if kind != "tool_use":
             return []
         position = len(self._tools)
@@ -591,7 +611,17 @@ class AnthropicStreamTranslator:
         if kind == "text_delta":
             return [self._chunk({"content": delta.get("text", "")})]
         if kind == "thinking_delta":
-            return [self._chunk({"reasoning_content": delta.get("thinking", "")})]
+            text = delta.get("thinking", "")
+            thought = self._thoughts.get(data.get("index"))
+            if thought is not None and isinstance(text, str):
+                thought["thinking"] += text
+            return [self._chunk({"reasoning_content": text})]
+        if kind == "signature_delta":
+            thought = self._thoughts.get(data.get("index"))
+            signature = delta.get("signature")
+            if thought is not None and isinstance(signature, str):
+                thought["signature"] += signature
+            return []
         if kind == "input_json_delta":
             position = self._tools.get(data.get("index"))
             if position is None:
@@ -601,7 +631,14 @@ class AnthropicStreamTranslator:
                 "function": {"arguments": delta.get("partial_json", "")},
             }
             return [self._chunk({"tool_calls": [call]})]
-        return []  # signature_delta, citations_delta
+        return []  # citations_delta
+
+    def _on_block_stop(self, data: JSON) -> list[JSON]:
+        """A finished thinking block goes to the client whole, with its signature,
+        as the delta's ``thinking_blocks`` (``anthropic_thinking``)."""
+        thought = self._thoughts.pop(data.get("index"), None)
+        signed = signed_blocks([thought]) if thought is not None else []
+        return [self._chunk({"thinking_blocks": signed})] if signed else []
 
     def _on_message_delta(self, data: JSON) -> list[JSON]:
         self._record_usage(data.get("usage"))
@@ -625,7 +662,9 @@ def signed_thinking_only(body: JSON) -> None:
     (a Gemini model's thoughts shown to a Messages client), not from Anthropic, and
     carry no user content (spec 09 §2.6: reasoning without a counterpart is dropped
     silently).  ``body`` is the attempt's own copy; its ``messages`` list is
-    replaced only when a block is left out."""
+    replaced only when a block is left out.  Then ``thinking`` is left out of a
+    body that continues a tool turn without its thinking block, which Anthropic
+    refuses (``anthropic_thinking``)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return
@@ -645,6 +684,8 @@ def signed_thinking_only(body: JSON) -> None:
         kept.append({**message, "content": [b for b in content if not _unsigned(b)]})
     if kept is not None:
         body["messages"] = kept
+    # a tool turn whose thinking was left out (or never came) can't ask for thinking
+    drop_unthought_thinking(body)
 
 
 class AnthropicDialect(NoEmbeddings):

@@ -15,7 +15,7 @@ Invariants every dialect keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -133,6 +133,34 @@ class UpstreamCall:
     #: further model lists whose ids join this one's (Bedrock's inference profiles
     #: beside its foundation models, spec 10 §2); only on a ``models`` call
     also: tuple[UpstreamCall, ...] = ()
+    #: an embeddings request its upstream takes one input at a time (Bedrock's
+    #: Titan): the calls sent in this one's place, one per input in input order,
+    #: their replies joined by ``join_embeddings`` (spec 09 §5.2, amended); this
+    #: call's own fields are its first part's.  Empty: this call is sent itself
+    parts: tuple[UpstreamCall, ...] = ()
+
+
+def join_embeddings(replies: Sequence[JSON]) -> JSON:
+    """The parsed replies of a call's ``parts`` as one OpenAI embeddings list: the
+    items in part order, re-indexed from 0; ``usage`` the sum of the parts' when
+    every part reported one (else none: the gateway's estimate applies)."""
+    data: list[JSON] = []
+    for reply in replies:
+        items = reply.get("data")
+        for item in items if isinstance(items, list) else ():
+            data.append({**item, "index": len(data)})
+    out: JSON = {"object": "list", "data": data}
+    usages = [reply.get("usage") for reply in replies]
+    if usages and all(isinstance(u, dict) for u in usages):
+        prompt = sum(_count(u, "prompt_tokens") for u in usages if u is not None)
+        total = sum(_count(u, "total_tokens") for u in usages if u is not None)
+        out["usage"] = {"prompt_tokens": prompt, "total_tokens": total or prompt}
+    return out
+
+
+def _count(usage: Mapping[str, Any], name: str) -> int:
+    value = usage.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def sse_decoder() -> EventDecoder:

@@ -1,9 +1,14 @@
 """Amazon Bedrock Runtime dialect: Converse and ConverseStream (spec 10 §1).
 
-Clients only ever see OpenAI Chat Completions shapes, so this module translates both
+Clients only ever see OpenAI Chat Completions shapes, so the dialect translates both
 ways.  Every request is signed with AWS Signature V4 (service ``bedrock``) over the
 exact bytes sent, the clock passed in (``sign_request``); the signing itself and the
 binary event-stream decoding are botocore's, imported on first use.
+
+This module holds the credential checks, the request translation and the dialect;
+``bedrock_signing`` the endpoints and SigV4, ``bedrock_reply`` the reply, model
+list and error translation, ``bedrock_stream`` the event-stream decoding and the
+stream translation.  Their names are re-exported here, so importers need not know.
 
 Endpoints (``{base}``: the provider's ``base_url``, else
 ``https://bedrock-runtime.{region}.amazonaws.com`` from the connection's region):
@@ -93,38 +98,69 @@ that names an invalid model identifier gets the code ``model_not_found``.
 
 Embeddings: ``/model/{modelId}/invoke``.  A Cohere model (``cohere.…``) gets
 ``{"texts": [...], "input_type": "search_document"}`` (``embedding_types:
-["float"]``); any other (Titan) ``{"inputText": text}`` with ``dimensions`` and
-``normalize: true`` when ``dimensions`` is given.  Titan embeds one text per call:
-a request of several inputs is sent as a list and refused by Bedrock (400,
-``invalid_request``) rather than split or cut here.  Usage: ``prompt_tokens`` (and
-``total_tokens``) is Titan's ``inputTextTokenCount``, else the reply header
-``X-Amzn-Bedrock-Input-Token-Count`` (the only count a Cohere reply gives); with
-neither the usage is left out and the gateway records its estimate.
+["float"]``) in one call; any other (Titan) one call per input, ``{"inputText":
+text}``, since Titan embeds one string per call: several inputs make a call whose
+``parts`` the sending layer runs (at most 8 at once) and joins in input order, a
+failed part failing the attempt.  ``dimensions`` is sent (with ``normalize: true``)
+to Titan Text Embeddings V2 when it is 256, 512 or 1024, the sizes it makes; any
+other value, and ``dimensions`` to Cohere or Titan V1 (whose bodies have no such
+field), is left out and named (``embeddings_unsent``), unless it is the model's own
+size.  Usage: ``prompt_tokens`` (and ``total_tokens``) is Titan's
+``inputTextTokenCount``, else the reply header ``X-Amzn-Bedrock-Input-Token-Count``
+(the only count a Cohere reply gives); with neither the usage is left out and the
+gateway records its estimate.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
-from urllib.parse import quote, unquote_to_bytes, urlsplit
+from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from gateway.dialects.base import (
     JSON,
-    RAW,
-    BadUpstreamResponse,
     CredentialProblem,
     CredentialShape,
     NoCountTokens,
     NoPassthrough,
-    StreamErrorEvent,
     UpstreamCall,
 )
+from gateway.dialects.bedrock_reply import (
+    ERROR_TEXT_MAX_CHARS as ERROR_TEXT_MAX_CHARS,
+)
+from gateway.dialects.bedrock_reply import (
+    INPUT_TOKENS_HEADER as INPUT_TOKENS_HEADER,
+)
+from gateway.dialects.bedrock_reply import as_dict
+from gateway.dialects.bedrock_reply import error_from_reply as error_from_reply
+from gateway.dialects.bedrock_reply import error_of as error_of
+from gateway.dialects.bedrock_reply import exception_name as exception_name
+from gateway.dialects.bedrock_reply import map_stop_reason as map_stop_reason
+from gateway.dialects.bedrock_reply import map_usage as map_usage
+from gateway.dialects.bedrock_reply import model_ids as model_ids
+from gateway.dialects.bedrock_reply import parse_converse_reply as parse_converse_reply
+from gateway.dialects.bedrock_reply import parse_embed_reply as parse_embed_reply
+from gateway.dialects.bedrock_signing import KEY_ID, SECRET, SESSION_TOKEN
+from gateway.dialects.bedrock_signing import SERVICE as SERVICE
+from gateway.dialects.bedrock_signing import SIGV4_TIMESTAMP as SIGV4_TIMESTAMP
+from gateway.dialects.bedrock_signing import AwsKey as AwsKey
+from gateway.dialects.bedrock_signing import control_url as control_url
+from gateway.dialects.bedrock_signing import model_url as model_url
+from gateway.dialects.bedrock_signing import runtime_url as runtime_url
+from gateway.dialects.bedrock_signing import sign_request as sign_request
+from gateway.dialects.bedrock_signing import signer_for as signer_for
+from gateway.dialects.bedrock_stream import EVENT_STREAM_TYPE as EVENT_STREAM_TYPE
+from gateway.dialects.bedrock_stream import EXCEPTION_EVENT as EXCEPTION_EVENT
+from gateway.dialects.bedrock_stream import (
+    BedrockStreamTranslator as BedrockStreamTranslator,
+)
+from gateway.dialects.bedrock_stream import EventStreamDecoder as EventStreamDecoder
 from gateway.dialects.carry import (
     OPENAI_ONLY,
     SAMPLING_EXTRAS,
@@ -137,16 +173,11 @@ from gateway.dialects.carry import (
 )
 from gateway.dialects.tool_ids import BEDROCK_IDS, fit_messages
 from gateway.kernel.errors import UpstreamError
-from gateway.kernel.sse import SSEEvent
 from gateway.kernel.text import text_of
 from gateway.kernel.types import Auth
 
-SERVICE = "bedrock"
-ERROR_TEXT_MAX_CHARS = 2000
-EVENT_STREAM_TYPE = "application/vnd.amazon.eventstream"
 #: the AWS region shape (``us-east-1``, ``us-gov-west-1``, ``eu-central-2``)
 REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
-SIGV4_TIMESTAMP = "%Y%m%dT%H%M%SZ"
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _IMAGE_FORMATS = {
@@ -172,47 +203,9 @@ _DOCUMENT_FORMATS = {
 #: hyphens, parentheses and square brackets only)
 _NAME_REFUSED = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
 _NAME_MAX_CHARS = 200
-_STOP_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-    "guardrail_intervened": "content_filter",
-    "content_filtered": "content_filter",
-}
-#: a Bedrock exception -> an OpenAI-style error ``type`` (what
-#: ``classify_stream_error`` and the logs read)
-_ERROR_TYPES = {
-    "ThrottlingException": "rate_limit_error",
-    "ServiceQuotaExceededException": "rate_limit_error",
-    "ModelNotReadyException": "overloaded_error",
-    "ServiceUnavailableException": "overloaded_error",
-    "InternalServerException": "api_error",
-    "ModelStreamErrorException": "api_error",
-    "ModelErrorException": "api_error",
-    "ModelTimeoutException": "timeout_error",
-    "ValidationException": "invalid_request_error",
-    "AccessDeniedException": "permission_error",
-    "UnrecognizedClientException": "authentication_error",
-    "InvalidSignatureException": "authentication_error",
-    "IncompleteSignatureException": "authentication_error",
-    "MissingAuthenticationTokenException": "authentication_error",
-    "ExpiredTokenException": "authentication_error",
-    "ResourceNotFoundException": "not_found_error",
-}
-_MODEL_INVALID = re.compile(r"model identifier is invalid", re.IGNORECASE)
 #: the block that ends a cached prefix (a part's ``cache_control`` marker)
 CACHE_POINT: JSON = {"cachePoint": {"type": "default"}}
 _TOOL_CHOICES: dict[str, JSON] = {"auto": {"auto": {}}, "required": {"any": {}}}
-
-
-def _dict(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _number(value: Any) -> bool:
@@ -221,9 +214,6 @@ def _number(value: Any) -> bool:
 
 # --- credentials -------------------------------------------------------------------
 
-_KEY_ID = "aws_access_key_id"
-_SECRET = "aws_secret_access_key"
-_TOKEN = "aws_session_token"
 _DEFAULT = "use_default_credentials"
 
 
@@ -254,11 +244,11 @@ def check_connection(
     default = connection.get(_DEFAULT)
     if default is not None and not isinstance(default, bool):
         problems.append((_DEFAULT, "must be true or false"))
-    keys = [name for name in (_KEY_ID, _SECRET, _TOKEN) if connection.get(name)]
+    keys = [name for name in (KEY_ID, SECRET, SESSION_TOKEN) if connection.get(name)]
     if default is True:
         problems += [(name, f"not used with {_DEFAULT}: true") for name in keys]
         return problems
-    for name in (_KEY_ID, _SECRET):
+    for name in (KEY_ID, SECRET):
         if name not in keys:
             problems.append(
                 (name, f"is required for kind 'bedrock' (or {_DEFAULT}: true)")
@@ -268,131 +258,12 @@ def check_connection(
 
 BEDROCK_CREDENTIALS = CredentialShape(
     api_key=False,
-    secrets=(_KEY_ID, _SECRET, _TOKEN),
+    secrets=(KEY_ID, SECRET, SESSION_TOKEN),
     settings=("region", _DEFAULT),
     provider_settings=("region",),
     check_provider=check_provider,
     check_connection=check_connection,
 )
-
-
-# --- URLs and signing ------------------------------------------------------------
-
-
-def runtime_url(region: str) -> str:
-    return f"https://bedrock-runtime.{region}.amazonaws.com"
-
-
-def control_url(base_url: str) -> str:
-    """The control plane's base for a runtime base URL (``bedrock-runtime.`` ->
-    ``bedrock.``); any other host (a proxy, the mock) serves both."""
-    parts = urlsplit(base_url.rstrip("/"))
-    host = parts.netloc
-    for runtime, control in (
-        ("bedrock-runtime-fips.", "bedrock-fips."),
-        ("bedrock-runtime.", "bedrock."),
-    ):
-        if host.startswith(runtime):
-            host = control + host[len(runtime) :]
-            break
-    return parts._replace(netloc=host).geturl()
-
-
-def model_url(base_url: str, model: str, action: str) -> str:
-    """``{base}/model/{modelId}/{action}``, the id percent-encoded whole."""
-    return f"{base_url.rstrip('/')}/model/{quote(model, safe='-_.~')}/{action}"
-
-
-class AwsKey(NamedTuple):
-    """What SigV4 signs with; never in a ``repr``."""
-
-    region: str
-    access_key: str
-    secret_key: str
-    session_token: str | None = None
-
-    def __repr__(self) -> str:
-        return f"AwsKey(region={self.region!r})"
-
-
-def sign_request(
-    *,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    now: float,
-    key: AwsKey,
-) -> dict[str, str]:
-    """The SigV4 headers (``Authorization``, ``X-Amz-Date``, and
-    ``X-Amz-Security-Token`` with a session token) for one request, signed over
-    ``body`` at ``now`` (unix seconds); botocore computes the canonical request,
-    the string to sign and the signature."""
-    from botocore.auth import SigV4Auth  # first use: off the import path
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    stamp = time.strftime(SIGV4_TIMESTAMP, time.gmtime(now))
-    added = {"X-Amz-Date": stamp}
-    if key.session_token:
-        added["X-Amz-Security-Token"] = key.session_token
-    request = AWSRequest(
-        method=method, url=url, data=body, headers={**headers, **added}
-    )
-    request.context["timestamp"] = stamp
-    credentials = Credentials(key.access_key, key.secret_key, key.session_token)
-    signer = SigV4Auth(credentials, SERVICE, key.region)
-    canonical = signer.canonical_request(request)
-    signature = signer.signature(signer.string_to_sign(request, canonical), request)
-    signed = signer.signed_headers(signer.headers_to_sign(request))
-    added["Authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={signer.scope(request)}, "
-        f"SignedHeaders={signed}, Signature={signature}"
-    )
-    return added
-
-
-class _Signer:
-    """A ``Signer`` bound to one credential and region (never in a ``repr``)."""
-
-    __slots__ = ("_key",)
-
-    def __init__(self, auth: Auth) -> None:
-        self._key = AwsKey(
-            str(auth.setting("region", "")),
-            auth.secrets.get(_KEY_ID, ""),
-            auth.secrets.get(_SECRET, ""),
-            auth.secrets.get(_TOKEN) or None,
-        )
-
-    def __repr__(self) -> str:
-        return f"<SigV4 signer {self._key.region}>"
-
-    def __call__(
-        self,
-        *,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        now: float,
-    ) -> dict[str, str]:
-        return sign_request(
-            method=method,
-            url=url,
-            headers=headers,
-            body=body,
-            now=now,
-            key=self._key,
-        )
-
-
-def signer_for(auth: Auth | None) -> _Signer | None:
-    """The signer of a credential with keys (the default chain's are resolved into
-    ``secrets`` before a request is built); None when there are none."""
-    if auth is None or not auth.secrets.get(_KEY_ID) or not auth.secrets.get(_SECRET):
-        return None
-    return _Signer(auth)
 
 
 # --- request -------------------------------------------------------------------------
@@ -510,7 +381,7 @@ def _blocks(content: Any) -> list[JSON]:
             if part:
                 out.append({"text": part})
             continue
-        part = _dict(part)
+        part = as_dict(part)
         kind = part.get("type")
         block: JSON | None = None
         if kind in ("text", "refusal"):
@@ -541,8 +412,8 @@ def _arguments(arguments: Any) -> JSON:
 def _assistant_blocks(message: JSON) -> list[JSON]:
     blocks = _blocks(message.get("content"))
     for call in message.get("tool_calls") or ():
-        call = _dict(call)
-        function = _dict(call.get("function"))
+        call = as_dict(call)
+        function = as_dict(call.get("function"))
         name = function.get("name")
         if not isinstance(name, str) or not name:
             continue
@@ -614,10 +485,10 @@ def converse_messages(messages: Any) -> tuple[list[JSON], list[JSON]]:
 def _tool_config(tools: Any, choice: Any) -> JSON | None:
     specs: list[JSON] = []
     for tool in tools if isinstance(tools, list) else ():
-        tool = _dict(tool)
+        tool = as_dict(tool)
         if tool.get("type", "function") != "function":
             continue
-        function = _dict(tool.get("function"))
+        function = as_dict(tool.get("function"))
         name = function.get("name")
         if not isinstance(name, str) or not name:
             continue
@@ -635,7 +506,7 @@ def _tool_config(tools: Any, choice: Any) -> JSON | None:
     if isinstance(choice, str) and choice in _TOOL_CHOICES:
         config["toolChoice"] = _TOOL_CHOICES[choice]
     else:
-        name = _dict(_dict(choice).get("function")).get("name")
+        name = as_dict(as_dict(choice).get("function")).get("name")
         if isinstance(name, str) and name:
             config["toolChoice"] = {"tool": {"name": name}}
     return config
@@ -747,382 +618,58 @@ def is_cohere(model: str) -> bool:
     return _COHERE.search(model) is not None
 
 
-def invoke_embed_body(body: JSON, *, model: str) -> JSON:
-    """An OpenAI embeddings request -> the model's own invoke body."""
+#: the sizes Titan Text Embeddings V2 makes (``dimensions``; 1024 is its own)
+TITAN_V2_DIMENSIONS = frozenset({256, 512, 1024})
+_TITAN_V2 = re.compile(r"(^|[./])amazon\.titan-embed-text-v2")
+#: the vector size of a model that takes no ``dimensions`` (asking it for that size
+#: asks for nothing, so it is not named)
+_OWN_SIZES = (
+    (re.compile(r"(^|[./])cohere\.embed-(english|multilingual)-v3"), 1024),
+    (re.compile(r"(^|[./])amazon\.titan-embed-(text-v1|g1-text-02)"), 1536),
+)
+
+
+def _size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def sends_dimensions(model: str, dimensions: int) -> bool:
+    """Whether ``model``'s invoke body takes ``dimensions`` of this size: Titan V2
+    takes 256, 512 and 1024; Cohere's and Titan V1's bodies have no such field."""
+    return dimensions in TITAN_V2_DIMENSIONS and _TITAN_V2.search(model) is not None
+
+
+def embeddings_unsent(model: str, body: JSON) -> tuple[str, ...]:
+    """What ``invoke_embed_bodies`` leaves out of an OpenAI embeddings ``body`` for
+    ``model``, named per attempt (spec 09 §2.6): a ``dimensions`` the model cannot
+    make, unless it is the model's own size.  ``encoding_format`` is carried (the
+    wire encodes the floats as base64) and ``user`` changes nothing in the answer."""
+    dimensions = _size(body.get("dimensions"))
+    if dimensions is None or sends_dimensions(model, dimensions):
+        return ()
+    for pattern, size in _OWN_SIZES:
+        if size == dimensions and pattern.search(model) is not None:
+            return ()
+    return ("dimensions",)
+
+
+def invoke_embed_bodies(body: JSON, *, model: str) -> list[JSON]:
+    """An OpenAI embeddings request -> the model's own invoke bodies: Cohere's one
+    with every text, Titan's one per input (its ``inputText`` is one string)."""
     texts = _inputs(body)
     if is_cohere(model):
-        return {
-            "texts": texts,
-            "input_type": "search_document",
-            "embedding_types": ["float"],
-        }
-    out: JSON = {"inputText": texts[0] if len(texts) == 1 else texts}
-    dimensions = body.get("dimensions")
-    if isinstance(dimensions, int) and not isinstance(dimensions, bool):
-        out["dimensions"] = dimensions
-        out["normalize"] = True
-    return out
-
-
-# --- reply ----------------------------------------------------------------------------
-
-
-def map_usage(usage: Any) -> JSON:
-    """Converse ``usage`` -> OpenAI usage (cache reads and writes inside the prompt)."""
-    usage = _dict(usage)
-    read = _int(usage.get("cacheReadInputTokens"))
-    write = _int(usage.get("cacheWriteInputTokens"))
-    prompt = _int(usage.get("inputTokens")) + read + write
-    completion = _int(usage.get("outputTokens"))
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": read},
-        "cache_creation_input_tokens": write,
-    }
-
-
-def map_stop_reason(reason: Any, calls: bool = False) -> str:
-    mapped = _STOP_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
-    return "tool_calls" if calls and mapped == "stop" else mapped
-
-
-def _tool_call(use: JSON) -> JSON:
-    return {
-        "id": str(use.get("toolUseId") or ""),
-        "type": "function",
-        "function": {
-            "name": str(use.get("name") or ""),
-            "arguments": json.dumps(use.get("input") or {}),
-        },
-    }
-
-
-def parse_converse_reply(payload: Any, *, created: int) -> JSON:
-    """A ``ConverseResponse`` -> an OpenAI ``chat.completion``."""
-    if not isinstance(payload, dict):
-        raise BadUpstreamResponse("completion is not a JSON object")
-    message = _dict(_dict(payload.get("output")).get("message"))
-    content = message.get("content")
-    if not isinstance(content, list):
-        raise BadUpstreamResponse("completion has no output message")
-    texts: list[str] = []
-    thoughts: list[str] = []
-    calls: list[JSON] = []
-    for block in content:
-        block = _dict(block)
-        if isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif "toolUse" in block:
-            calls.append(_tool_call(_dict(block["toolUse"])))
-        elif "reasoningContent" in block:
-            reasoning = _dict(_dict(block["reasoningContent"]).get("reasoningText"))
-            if isinstance(reasoning.get("text"), str):
-                thoughts.append(reasoning["text"])
-    out_message: JSON = {
-        "role": "assistant",
-        "content": None if calls and not texts else "".join(texts),
-    }
-    if calls:
-        out_message["tool_calls"] = calls
-    if thoughts:
-        out_message["reasoning_content"] = "".join(thoughts)
-    completion: JSON = {
-        "object": "chat.completion",
-        "created": created,
-        "model": None,
-        "choices": [
-            {
-                "index": 0,
-                "message": out_message,
-                "finish_reason": map_stop_reason(
-                    payload.get("stopReason"), bool(calls)
-                ),
-            }
-        ],
-    }
-    if isinstance(payload.get("usage"), dict):
-        completion["usage"] = map_usage(payload["usage"])
-    return completion
-
-
-#: the reply header where ``invoke`` reports the input's token count (Cohere's
-#: body has none; Titan's repeats it as ``inputTextTokenCount``)
-INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
-
-
-def _input_tokens(payload: JSON, headers: Mapping[str, str] | None) -> int:
-    """The input token count: Titan's ``inputTextTokenCount``, else the reply's
-    ``X-Amzn-Bedrock-Input-Token-Count`` header; 0 when neither gives one."""
-    tokens = _int(payload.get("inputTextTokenCount"))
-    if tokens:
-        return tokens
-    raw = _header(headers, INPUT_TOKENS_HEADER)
-    try:
-        counted = int(raw.strip()) if raw is not None else 0
-    except ValueError:
-        return 0
-    return max(counted, 0)
-
-
-def parse_embed_reply(payload: Any, headers: Mapping[str, str] | None = None) -> JSON:
-    """A Titan (``embedding``) or Cohere (``embeddings``) invoke reply -> the OpenAI
-    embeddings list; ``headers``: the reply's, for the token count (module doc)."""
-    payload = _dict(payload)
-    vectors: Any
-    if isinstance(payload.get("embedding"), list):
-        vectors = [payload["embedding"]]
-    else:
-        vectors = payload.get("embeddings")
-        if isinstance(vectors, dict):  # Cohere with embedding_types
-            vectors = vectors.get("float")
-    if not isinstance(vectors, list) or not vectors:
-        raise BadUpstreamResponse("embeddings reply has no embeddings")
-    data = []
-    for index, vector in enumerate(vectors):
-        if not isinstance(vector, list):
-            raise BadUpstreamResponse(f"embeddings reply item {index} is not a vector")
-        data.append({"object": "embedding", "index": index, "embedding": vector})
-    out: JSON = {"object": "list", "data": data}
-    tokens = _input_tokens(payload, headers)
-    if tokens:
-        out["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
-    return out
-
-
-def model_ids(payload: Any) -> list[str]:
-    """The ids of a ``ListFoundationModels`` reply (the models invocable on demand)
-    or a ``ListInferenceProfiles`` reply (the active profiles)."""
-    payload = _dict(payload)
-    if isinstance(payload.get("modelSummaries"), list):
-        found = []
-        for item in payload["modelSummaries"]:
-            item = _dict(item)
-            kinds = item.get("inferenceTypesSupported")
-            if isinstance(kinds, list) and "ON_DEMAND" not in kinds:
-                continue  # reachable through an inference profile only
-            if isinstance(item.get("modelId"), str):
-                found.append(item["modelId"])
-        return found
-    if isinstance(payload.get("inferenceProfileSummaries"), list):
         return [
-            item["inferenceProfileId"]
-            for item in map(_dict, payload["inferenceProfileSummaries"])
-            if isinstance(item.get("inferenceProfileId"), str)
-            and item.get("status", "ACTIVE") == "ACTIVE"
+            {
+                "texts": texts,
+                "input_type": "search_document",
+                "embedding_types": ["float"],
+            }
         ]
-    raise BadUpstreamResponse("model list has no modelSummaries")
-
-
-def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
-    if not headers:
-        return None
-    value = headers.get(name)
-    if value is None:
-        value = next((v for k, v in headers.items() if k.lower() == name), None)
-    return value
-
-
-def exception_name(raw: Any) -> str | None:
-    """``ThrottlingException`` from ``ThrottlingException:http://…``,
-    ``com.amazon.coral.service#UnrecognizedClientException`` or a stream's
-    ``throttlingException``."""
-    if not isinstance(raw, str) or not raw:
-        return None
-    name = raw.split(":", 1)[0].rsplit("#", 1)[-1].strip()
-    return name[:1].upper() + name[1:] if name else None
-
-
-def error_of(name: str | None, message: str) -> UpstreamError:
-    code = name
-    if name == "ValidationException" and _MODEL_INVALID.search(message):
-        code = "model_not_found"
-    return UpstreamError(message=message, code=code, type=_ERROR_TYPES.get(name or ""))
-
-
-def error_from_reply(
-    payload: Any, text: str, headers: Mapping[str, str] | None = None
-) -> UpstreamError:
-    body = _dict(payload)
-    name = exception_name(_header(headers, "x-amzn-errortype")) or exception_name(
-        body.get("__type")
-    )
-    message = body.get("message", body.get("Message"))
-    if not isinstance(message, str) or not message:
-        message = text[:ERROR_TEXT_MAX_CHARS]
-    return error_of(name, message)
-
-
-# --- stream -----------------------------------------------------------------------
-
-#: the event name a decoded exception frame carries
-EXCEPTION_EVENT = "exception"
-
-
-class EventStreamDecoder:
-    """AWS event-stream frames -> ``SSEEvent`` values (the frame's ``:event-type``
-    and its JSON payload; an exception frame as ``exception`` with
-    ``{"__type", "message"}``), checked by botocore's parser (prelude and message
-    CRCs); a malformed frame raises ``BadUpstreamResponse``."""
-
-    __slots__ = ("_buffer", "_errors")
-
-    def __init__(self) -> None:
-        from botocore.eventstream import (  # first use: off the import path
-            EventStreamBuffer,
-            ParserError,
-        )
-
-        self._buffer = EventStreamBuffer()
-        self._errors = ParserError
-
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        self._buffer.add_data(chunk)
-        events: list[SSEEvent] = []
-        try:
-            for message in self._buffer:
-                events.append(_event(message.headers, message.payload))
-        except self._errors as exc:
-            raise BadUpstreamResponse(f"malformed event-stream frame: {exc}") from None
-        return events
-
-    def flush(self) -> list[SSEEvent]:
-        return []
-
-
-def _event(headers: Mapping[str, Any], payload: bytes) -> SSEEvent:
-    kind = headers.get(":message-type", "event")
-    if kind == "event":
-        return SSEEvent(
-            data=payload.decode("utf-8", "replace") or "{}",
-            event=str(headers.get(":event-type") or ""),
-        )
-    try:
-        body = json.loads(payload) if payload else {}
-    except ValueError:
-        body = {}
-    body = body if isinstance(body, dict) else {}
-    if kind == "exception":
-        name = headers.get(":exception-type")
-    else:  # an "error" frame names its code and message in headers
-        name = headers.get(":error-code")
-        body.setdefault("message", headers.get(":error-message"))
-    message = body.get("message", body.get("Message"))
-    return SSEEvent(
-        data=json.dumps({"__type": name, "message": message or ""}),
-        event=EXCEPTION_EVENT,
-    )
-
-
-class BedrockStreamTranslator:
-    """ConverseStream events -> OpenAI chunks for one attempt."""
-
-    __slots__ = (
-        "_blocks",
-        "_calls",
-        "_created",
-        "_finished",
-        "_raw",
-        "_started",
-        "_usage",
-    )
-
-    def __init__(self, *, created: int, raw: bool = False) -> None:
-        self._created = created
-        self._raw = raw
-        self._started = False
-        self._finished = False
-        self._usage: JSON | None = None
-        self._blocks: dict[int, int] = {}  # contentBlockIndex -> tool call position
-        self._calls = 0
-
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
-    def partial_usage(self) -> JSON | None:
-        return map_usage(self._usage) if self._usage is not None else None
-
-    def _chunk(self, delta: JSON, finish: str | None = None) -> JSON:
-        # no "id": ConverseStream has none, and the gateway's own applies
-        return {
-            "object": "chat.completion.chunk",
-            "created": self._created,
-            "model": "",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-
-    def _start(self) -> list[JSON]:
-        if self._started:
-            return []
-        self._started = True
-        return [self._chunk({"role": "assistant", "content": ""})]
-
-    def translate(self, event: str | None, data: Any) -> list[JSON]:
-        chunks = self._translate(event, _dict(data))
-        if self._raw and isinstance(data, dict):
-            chunks.insert(0, {RAW: (event, data)})
-        return chunks
-
-    def _translate(self, event: str | None, data: JSON) -> list[JSON]:
-        if event == EXCEPTION_EVENT:
-            raise StreamErrorEvent(
-                error_of(exception_name(data.get("__type")), str(data.get("message")))
-            )
-        if event == "messageStart":
-            return self._start()
-        if event == "contentBlockStart":
-            return self._block_start(data)
-        if event == "contentBlockDelta":
-            return self._delta(data)
-        if event == "messageStop":
-            self._finished = True
-            reason = map_stop_reason(data.get("stopReason"), self._calls > 0)
-            return [*self._start(), self._chunk({}, reason)]
-        if event == "metadata" and isinstance(data.get("usage"), dict):
-            self._usage = data["usage"]
-            chunk = self._chunk({})
-            chunk["choices"] = []
-            chunk["usage"] = map_usage(self._usage)
-            return [chunk]
-        return []
-
-    def _block_start(self, data: JSON) -> list[JSON]:
-        use = _dict(_dict(data.get("start")).get("toolUse"))
-        if not use:
-            return []
-        position = self._calls
-        self._calls += 1
-        self._blocks[_int(data.get("contentBlockIndex"))] = position
-        start = {
-            "index": position,
-            "id": str(use.get("toolUseId") or ""),
-            "type": "function",
-            "function": {"name": str(use.get("name") or ""), "arguments": ""},
-        }
-        return [*self._start(), self._chunk({"tool_calls": [start]})]
-
-    def _delta(self, data: JSON) -> list[JSON]:
-        delta = _dict(data.get("delta"))
-        if isinstance(delta.get("text"), str):
-            if not delta["text"]:
-                return []
-            return [*self._start(), self._chunk({"content": delta["text"]})]
-        if "toolUse" in delta:
-            piece = _dict(delta["toolUse"]).get("input")
-            position = self._blocks.get(_int(data.get("contentBlockIndex")))
-            if position is None or not isinstance(piece, str) or not piece:
-                return []
-            call = {"index": position, "function": {"arguments": piece}}
-            return [self._chunk({"tool_calls": [call]})]
-        reasoning = _dict(delta.get("reasoningContent"))
-        if isinstance(reasoning.get("text"), str) and reasoning["text"]:
-            return [
-                *self._start(),
-                self._chunk({"reasoning_content": reasoning["text"]}),
-            ]
-        return []
+    extra: JSON = {}
+    dimensions = _size(body.get("dimensions"))
+    if dimensions is not None and sends_dimensions(model, dimensions):
+        extra = {"dimensions": dimensions, "normalize": True}
+    return [{"inputText": text, **extra} for text in texts]
 
 
 # --- the dialect ----------------------------------------------------------------
@@ -1204,12 +751,23 @@ class BedrockDialect(NoPassthrough, NoCountTokens):
         body: JSON,
         auth: Auth | None = None,
     ) -> UpstreamCall:
-        return self._call(
-            model_url(base_url, model, "invoke"),
-            invoke_embed_body(body, model=model),
-            auth,
-            operation="embeddings",
+        """One call; Titan's several inputs as one call per input (``parts``)."""
+        url = model_url(base_url, model, "invoke")
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        sign = signer_for(auth)
+        calls = tuple(
+            UpstreamCall(
+                url=url,
+                headers=headers,
+                body=part,
+                operation="embeddings",
+                sign=sign,
+            )
+            for part in invoke_embed_bodies(body, model=model)
         )
+        if len(calls) == 1:
+            return calls[0]
+        return dataclasses.replace(calls[0], parts=calls)
 
     def list_models_request(
         self, *, base_url: str, api_key: str | None, auth: Auth | None = None

@@ -37,6 +37,11 @@ from gateway.dialects.base import JSON
 
 #: a field's test: True when the (non-null) value asks the upstream for something
 Asked = Callable[[Any], bool]
+#: an embeddings request's test (spec 09 §2.6 on the embeddings surface): the
+#: paths of an OpenAI embeddings body a dialect's request for a model (the upstream
+#: id: one dialect serves models of different bodies, Bedrock's Titan and Cohere)
+#: leaves out, named only where the value asks for something the model will not do
+EmbeddingsCarry = Callable[[str, JSON], tuple[str, ...]]
 #: a content part's test (a part other than text): True when the translation sends
 #: it (``text_only``: the part of a system, developer or tool message, which every
 #: translation sends as text)
@@ -182,6 +187,9 @@ class Carry:
     tools: frozenset[str] = _FUNCTION
     #: the most stop sequences taken (None: every one)
     max_stops: int | None = None
+    #: fields left out for what the body as a whole holds (Anthropic's thinking in
+    #: a tool turn, or without room for the answer); None: none
+    whole: Callable[[JSON], tuple[str, ...]] | None = None
 
     def __call__(
         self, body: JSON, odd: tuple[Odd, ...] | None = None
@@ -198,6 +206,8 @@ class Carry:
                 value = body[name]
                 if value is not None and asked(value):
                     left += (name,)
+        if self.whole is not None:
+            left += tuple(name for name in self.whole(body) if name not in left)
         if self.max_stops is not None:
             stop = body.get("stop")
             if isinstance(stop, list) and len(stop) > self.max_stops:

@@ -1,7 +1,8 @@
 """Tool-call ids an upstream accepts (spec 10 §1; #14).
 
 A conversation may carry tool-call ids another upstream made: Gemini's carry the
-call's thought signature (``call_<tag>_<n>_ts_<base64url>``, often 800+ characters),
+call's thought signature (``call_<tag>_<n>_ts_<base64url>``, or ``_tu_``; often 800+
+characters),
 other OpenAI-compatible hosts use ``.`` or ``:`` in theirs.  After a failover those
 ids go to an upstream with rules of its own: OpenAI refuses an id longer than 40
 characters, Bedrock's ``toolUseId`` is 1-64 of ``[a-zA-Z0-9_-]``, Anthropic's

@@ -297,7 +297,7 @@ class VertexDialect(NoPassthrough, _VertexBase):
         return UpstreamCall(
             url=model_url(base_url, auth, GOOGLE, model, method),
             headers=headers(auth),
-            body=generate_body(body),
+            body=generate_body(body, model),
         )
 
     def parse_completion(self, payload: Any, *, created: int) -> JSON:

@@ -11,7 +11,8 @@ anthropic SDK speak.
   on a tool, a tool result or a document) is left out and named in
   ``X-OmniRoute-Dropped``.  What only some dialects take rides in the canonical
   body and is left out (and named) per attempt elsewhere (``Carried``):
-  ``thinking`` as ``reasoning_effort`` (models that reason), ``top_k``
+  ``thinking`` as ``reasoning_effort`` (models that reason) and its exact budget as
+  ``thinking_budget`` (Gemini and Vertex's Gemini only, never named), ``top_k``
   (Anthropic, Bedrock, Gemini, Vertex), a text or image block's ``cache_control``
   on its part (Anthropic, Bedrock's ``cachePoint``), a tool result's ``is_error``
   (Anthropic, Bedrock's ``status: error``; the text starts with ``Error:`` for
@@ -439,9 +440,7 @@ def to_chat(
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
         chat["user"] = metadata["user_id"]
-    effort = thinking_effort(body.get("thinking"))
-    if effort is not None:  # carried to a model that reasons (09 §2.6)
-        chat["reasoning_effort"] = effort
+    _thinking(chat, body.get("thinking"))
     if "top_k" in chat:
         t.carried.append(TOP_K)
     t.dropped += [name for name in _NOT_CARRIED if name in body]
@@ -510,6 +509,16 @@ IS_ERROR_CARRIED = Carried(
 _EFFORT_BUDGETS = ((4096, "low"), (16384, "medium"))
 #: the canonical request carries ``thinking`` as an effort, to a model that reasons
 THINKING = Carried("thinking", "reasoning_effort")
+#: and its exact budget (``thinking_budget``) to the dialects that take one as it is
+#: (Gemini's ``thinkingBudget``); the others get the effort alone, and the field is
+#: never named (it only refines the effort, or says thinking is off)
+THINKING_BUDGET = Carried(
+    "",
+    "thinking_budget",
+    dialects=frozenset({"gemini/chat", "vertex/chat"}),
+)
+#: ``thinking_budget`` of ``{"type": "adaptive"}``: the model decides (Gemini's -1)
+ADAPTIVE_BUDGET = -1
 
 
 def thinking_effort(thinking: Any) -> str | None:
@@ -523,6 +532,34 @@ def thinking_effort(thinking: Any) -> str | None:
         if budget < bound:
             return effort
     return "high"
+
+
+def _thinking(chat: dict[str, Any], thinking: Any) -> None:
+    """``thinking`` in the canonical body: as an effort, carried to a model that
+    reasons (09 §2.6), and as its exact budget, for Gemini's ``thinkingBudget``."""
+    effort = thinking_effort(thinking)
+    if effort is not None:
+        chat["reasoning_effort"] = effort
+    budget = thinking_budget(thinking)
+    if budget is not None:
+        chat[THINKING_BUDGET.field] = budget
+
+
+def thinking_budget(thinking: Any) -> int | None:
+    """The exact budget of a ``thinking`` setting: ``budget_tokens`` when enabled
+    with a positive one, 0 when disabled, ``ADAPTIVE_BUDGET`` when adaptive; None
+    when it names none (the effort alone says it)."""
+    if not isinstance(thinking, dict):
+        return None
+    kind = thinking.get("type")
+    if kind == "disabled":
+        return 0
+    if kind == "adaptive":
+        return ADAPTIVE_BUDGET
+    budget = thinking.get("budget_tokens")
+    if kind != "enabled" or not isinstance(budget, int) or isinstance(budget, bool):
+        return None
+    return budget if budget > 0 else None
 
 
 #: canonical fields this wire spells otherwise: how a path a translated attempt
@@ -555,6 +592,7 @@ def parse_messages_request(
         conditional=(
             *carried,
             *((THINKING,) if "reasoning_effort" in chat else ()),
+            *((THINKING_BUDGET,) if THINKING_BUDGET.field in chat else ()),
         ),
         renamed=renamed,
         surface="messages",

@@ -34,6 +34,11 @@ from typing import Any
 import orjson
 
 from gateway.dialects import RAW
+from gateway.dialects.anthropic_thinking import (
+    decode_blocks,
+    encode_blocks,
+    signed_blocks,
+)
 from gateway.inbound.base import (
     JSON_CONTENT_TYPE,
     SSE_HEADERS,
@@ -221,6 +226,8 @@ class _Translation:
         conversation, whose drops nobody named)."""
         out: list[dict[str, Any]] = []
         self._own = prefix is not None
+        #: signed thinking of a reasoning item, for the assistant turn after it
+        thought: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             path = f"{prefix or 'input'}[{index}]"
             if not isinstance(item, dict):
@@ -239,9 +246,15 @@ class _Translation:
                     _call_id(item, path)
                 out.append(self._output(item))
             elif kind == "reasoning":
-                continue  # no user content (09 §2.6: dropped silently)
+                # no user content (09 §2.6: dropped silently), but the signed
+                # thinking the gateway gave it goes back to its turn
+                thought += decode_blocks(item.get("encrypted_content"))
+                continue
             elif prefix is not None:
                 self.dropped.append(path)
+            if thought and out and out[-1].get("role") == "assistant":
+                out[-1].setdefault("thinking_blocks", []).extend(thought)
+                thought = []
         return out
 
     def _message(self, item: dict[str, Any], path: str) -> dict[str, Any] | None:
@@ -616,13 +629,21 @@ def _message_item(ex: Exchange, index: int, text: str, done: bool) -> dict[str, 
     }
 
 
-def _reasoning_item(ex: Exchange, index: int, text: str | None) -> dict[str, Any]:
-    summary = [{"type": "summary_text", "text": text}] if text is not None else []
-    return {
+def _reasoning_item(
+    ex: Exchange, index: int, text: str | None, blocks: Any = None
+) -> dict[str, Any]:
+    """``blocks``: the reply's signed thinking (``thinking_blocks``), kept as the
+    item's ``encrypted_content`` for the next turn (``anthropic_thinking``)."""
+    summary = [{"type": "summary_text", "text": text}] if text else []
+    item: dict[str, Any] = {
         "type": "reasoning",
         "id": _item_id("rs", ex.response_id, index),
         "summary": summary,
     }
+    signed = signed_blocks(blocks)
+    if signed:
+        item["encrypted_content"] = encode_blocks(signed)
+    return item
 
 
 def skeleton(ex: Exchange, *, model: Any, created: int, status: str) -> dict[str, Any]:
@@ -677,8 +698,12 @@ def response_of(completion: dict[str, Any], ex: Exchange) -> dict[str, Any]:
     message = _dict(choice.get("message"))
     output: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        output.append(_reasoning_item(ex, len(output), reasoning))
+    blocks = message.get("thinking_blocks")
+    if (isinstance(reasoning, str) and reasoning) or blocks:
+        text = reasoning if isinstance(reasoning, str) else None
+        item = _reasoning_item(ex, len(output), text, blocks)
+        if item["summary"] or "encrypted_content" in item:
+            output.append(item)
     text = text_of(message.get("content"))
     calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
     if text or not calls:
@@ -902,6 +927,22 @@ class ResponsesStream:
             {**where, "summary_index": 0, "delta": text},
         )
 
+    def _thought(self, blocks: Any) -> bytes:
+        """Signed thinking for the open reasoning item (a new one when none is
+        open), kept as its ``encrypted_content``."""
+        signed = signed_blocks(blocks)
+        if not signed:
+            return b""
+        out = b""
+        if self.current is None or self.current[0] != "reasoning":
+            index = len(self.output)
+            out = self._open("reasoning", _reasoning_item(self.ex, index, None))
+        assert self.current is not None
+        item = self.output[self.current[1]]
+        held = decode_blocks(item.get("encrypted_content"))
+        item["encrypted_content"] = encode_blocks(held + signed)
+        return out
+
     def _tool(self, call: dict[str, Any]) -> bytes:
         out = b""
         position = call.get("index", 0)
@@ -939,6 +980,8 @@ class ResponsesStream:
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(reasoning, str) and reasoning:
                     out += self._text("reasoning", reasoning)
+                if delta.get("thinking_blocks"):
+                    out += self._thought(delta["thinking_blocks"])
                 if isinstance(delta.get("content"), str) and delta["content"]:
                     out += self._text("message", delta["content"])
                 for call in delta.get("tool_calls") or ():

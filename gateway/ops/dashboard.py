@@ -13,14 +13,15 @@ Four panels, computed per request from bounded queries and the health board:
 * **health**: every connection with its state (auth disabled, open, half-open,
   cooling, locked models, healthy), the time left, its last failed attempt and its
   success rate over the last 15 minutes, the unhealthy ones first, each with Reset
-  and Re-enable for staff who may change connections;
+  and Re-enable for staff who may change connections (each asks first, on a page
+  of its own that names the connection: it works without JavaScript);
 * **jobs**: each scheduled job's last run and next due time;
 * **warnings**: no scheduler running, ``/metrics`` open without a token, the public
   demo key still active.
 
 ``dashboard_callback`` feeds the admin index (django-unfold's ``DASHBOARD_CALLBACK``);
 ``panel_view`` serves the same panels alone, which the page re-fetches every
-``REFRESH_SECONDS``; ``health_action_view`` takes the row buttons' POSTs.
+``REFRESH_SECONDS``; ``health_action_view`` asks to confirm a row button, then acts.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from combos.models import ApiKey
@@ -67,6 +69,7 @@ NO_HEALTHY = "no_healthy_candidate"
 #: the demo configuration's key (omniroute_site/demo.yaml): public, so a warning
 DEMO_KEY = "sk-or-demo-0000000000000000000000000000000000000"
 PANEL_TEMPLATE = "admin/dashboard_panels.html"
+CONFIRM_TEMPLATE = "admin/dashboard_health_confirm.html"
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,21 +283,46 @@ def panel_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(html)
 
 
+#: what each health button does, in the confirmation's words
+ACTIONS = {
+    "reset": (
+        "Reset",
+        "clears its breaker, cooldown, auth disable and locked models: requests are "
+        "routed to it again at once, even if the upstream is still failing",
+    ),
+    "reenable": (
+        "Re-enable",
+        "clears its auth disable: requests are routed to it again at once, with the "
+        "credential that was refused",
+    ),
+}
+
+
 def health_action_view(request: HttpRequest) -> HttpResponse:
-    """POST ``connection=<id>&action=reset|reenable`` from a health board row."""
-    if request.method != "POST":
-        return HttpResponseBadRequest("POST only")
+    """A health board button: ``connection=<id>&action=reset|reenable``.
+
+    The board's buttons GET the confirmation page, which names the connection, its
+    state and what the action clears; its POST (``confirm=yes``, CSRF-checked) acts
+    and returns to the dashboard with a message saying what was done.  A POST
+    without ``confirm`` (a dashboard page served before this step existed) gets the
+    confirmation page too: nothing acts without it."""
+    if request.method not in ("GET", "POST"):
+        return HttpResponseBadRequest("GET or POST only")
     if not request.user.has_perm("providers.change_connection"):
         raise PermissionDenied
-    action = request.POST.get("action")
+    data = request.POST if request.method == "POST" else request.GET
+    action = data.get("action")
+    pk = data.get("connection") or ""
     conn = (
         Connection.objects.select_related("provider")
-        .filter(pk=request.POST.get("connection") or 0)
+        .filter(pk=int(pk) if pk.isdigit() else 0)
         .first()
     )
-    if conn is None or action not in ("reset", "reenable"):
+    if conn is None or action not in ACTIONS:
         return HttpResponseBadRequest("unknown connection or action")
     key = connection_key(conn.provider.slug, conn.name)
+    if request.method == "GET" or data.get("confirm") != "yes":
+        return _confirm(request, conn, key, action)
     if action == "reset":
         board.reset(key)
         messages.success(
@@ -311,3 +339,24 @@ def health_action_view(request: HttpRequest) -> HttpResponse:
             )
     logger.info("admin %s: %s health of %s", request.user, action, key)
     return redirect("admin:index")
+
+
+def _confirm(
+    request: HttpRequest, conn: Connection, key: str, action: str
+) -> HttpResponse:
+    verb, effect = ACTIONS[action]
+    found = summarize(key)
+    context = {
+        **admin.site.each_context(request),
+        "title": f"{verb} {key}?",
+        "connection": conn,
+        "key": key,
+        "action": action,
+        "verb": verb,
+        "effect": effect,
+        "state": found.state,
+        "badge": _BADGES[found.severity],
+        "detail": found.detail,
+        "until": _when(found.until),
+    }
+    return TemplateResponse(request, CONFIRM_TEMPLATE, context)

@@ -386,6 +386,39 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     return _error(RequestError(400, "bad_request", "Bad request"))
 
 
+ADMIN_FORBIDDEN_TEMPLATE = "admin/403.html"
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler403``: staff refused a console page get a page in the admin's style
+    (its sidebar and header) that says why (issue #15); anywhere else the
+    ``permission_denied`` envelope (spec 01: all JSON).  Django logs the refusal
+    either way, one line (``omniroute_site.log_filters``)."""
+    user = getattr(request, "user", None)
+    staff = getattr(user, "is_staff", False) and getattr(user, "is_active", False)
+    if _html_ok(request) and staff:
+        from django.contrib import admin
+        from django.template.response import TemplateResponse
+
+        context = {
+            **admin.site.each_context(request),
+            "title": "Not allowed",
+            "reason": str(exception),
+        }
+        return TemplateResponse(
+            request, ADMIN_FORBIDDEN_TEMPLATE, context, status=403
+        ).render()
+    if _html_ok(request):
+        from django.views.defaults import permission_denied as django_denied
+
+        return django_denied(request, exception)
+    return _error(
+        RequestError(
+            403, "permission_denied", "Forbidden", error_type="permission_error"
+        )
+    )
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """``handler404``: any unknown path outside the admin is an OpenAI-style 404."""
     if _html_ok(request):

@@ -9,14 +9,21 @@
   whose upstream speaks the client's own wire (a passthrough carries everything);
   so does an element some candidate's dialect cannot carry (``carry_of``: a field
   its upstream has no counterpart for, Bedrock's image URLs; named in the client's
-  terms).
+  terms); on the embeddings surface, a field some candidate's embeddings request
+  leaves out (``embeddings_unsent``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.dialects import carry_of, dialect_for, dialect_of, odd_elements
+from gateway.dialects import (
+    carry_of,
+    dialect_for,
+    dialect_of,
+    embeddings_unsent,
+    odd_elements,
+)
 from gateway.dialects.carry import Odd
 from gateway.kernel.chain import Slot, plan_targets
 from gateway.kernel.exchange import Carried, ChatRequest, RequestError
@@ -114,13 +121,48 @@ def _left_out(
     return None
 
 
+def _strict(headers: Mapping[str, str]) -> bool:
+    return headers.get("x-omniroute-strict", "").strip().lower() == "true"
+
+
+def _cannot_carry(path: str) -> RequestError:
+    return RequestError(
+        400,
+        "unsupported_parameter",
+        f"'{path}' cannot be carried to this request's upstream "
+        "(X-OmniRoute-Strict: true)",
+        param=path,
+    )
+
+
+def embeddings_strict_refusal(
+    table: RoutingTable,
+    request: ChatRequest,
+    chain: Sequence[Slot],
+    headers: Mapping[str, str],
+) -> RequestError | None:
+    """Under ``X-OmniRoute-Strict: true``, an embeddings field some candidate's
+    request would leave out (``embeddings_unsent``: Cohere's ``dimensions`` on
+    Bedrock) is a 400 naming it, before any call."""
+    if not _strict(headers):
+        return None
+    for slot in chain:
+        for target in plan_targets(table, slot, []):
+            left = embeddings_unsent(
+                dialect_of(target), target.model.upstream_id, request.body
+            )
+            if left:
+                return _cannot_carry(left[0])
+    return None
+
+
 def strict_refusal(
     table: RoutingTable,
     request: ChatRequest,
     chain: Sequence[Slot],
     headers: Mapping[str, str],
 ) -> RequestError | None:
-    if headers.get("x-omniroute-strict", "").strip().lower() != "true":
+    if not _strict(headers):
         return None
     path: str | None = None
     if request.dropped and not (
@@ -131,10 +173,4 @@ def strict_refusal(
         path = _left_out(table, request, chain)
     if path is None:
         return None
-    return RequestError(
-        400,
-        "unsupported_parameter",
-        f"'{path}' cannot be carried to this request's upstream "
-        "(X-OmniRoute-Strict: true)",
-        param=path,
-    )
+    return _cannot_carry(path)

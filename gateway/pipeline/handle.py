@@ -115,7 +115,9 @@ async def handle(
     # spec 06 §1.1: a request refused after resolution (limits) logs its route
     rec.route = "chain" if len(chain) > 1 else chain[0].resolved.route
     if request.operation == "embeddings":
-        unfit = fit.embeddings_refusal(chain, chosen.tier is not None)
+        unfit = fit.embeddings_refusal(
+            chain, chosen.tier is not None
+        ) or fit.embeddings_strict_refusal(ctx.table, request, chain, ctx.headers)
     else:
         unfit = fit.strict_refusal(ctx.table, request, chain, ctx.headers)
     if unfit is not None:

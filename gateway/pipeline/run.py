@@ -25,7 +25,7 @@ from gateway.auto.engine import healing
 from gateway.auto.engine.decide import Decision
 from gateway.auto.engine.effort import apply_effort
 from gateway.auto.live import Controls, auto_route, plan_auto, read_controls
-from gateway.dialects import carry_of, dialect_of, odd_elements
+from gateway.dialects import carry_of, dialect_of, embeddings_unsent, odd_elements
 from gateway.dialects.carry import Odd
 from gateway.kernel.chain import Options, Slot, effective_options, plan_targets
 from gateway.kernel.exchange import ChatRequest, RequestError, without_nested
@@ -207,12 +207,16 @@ class Run:
     def _unsent(self, body: dict[str, Any], target: Target) -> None:
         """What the target's dialect cannot carry of ``body`` (09 §2.6), named in
         the client's terms."""
-        carry = carry_of(dialect_of(target))
-        if carry is None:  # the Chat Completions wire carries the body as it is
-            return
-        if self._odd is None:
-            self._odd = odd_elements(self.request.body)
-        left = carry(body, self._odd)
+        dialect = dialect_of(target)
+        if self.request.operation == "embeddings":
+            left = embeddings_unsent(dialect, target.model.upstream_id, body)
+        else:
+            carry = carry_of(dialect)
+            if carry is None:  # the Chat Completions wire carries the body as it is
+                return
+            if self._odd is None:
+                self._odd = odd_elements(self.request.body)
+            left = carry(body, self._odd)
         if not left:
             return
         known = self.rec.attempt_dropped.get(target.key, ())

@@ -2,7 +2,10 @@
 
 * ``dispatch()``: one call for a target: the request in its dialect, the client of its
   provider kind, target stats and the in-flight gauge, then one of:
-* ``call_json()``: a non-streaming attempt, bounded by its ``timeout_ms``.
+* ``call_json()``: a non-streaming attempt, bounded by its ``timeout_ms``; a call of
+  several ``parts`` (Bedrock's Titan embeds one input per call) sends them, at most
+  ``PARTS_AT_ONCE`` at a time, and answers with their joined replies or the first
+  part's failure (spec 09 §5.2, amended).
 * ``open_stream()``: a streaming attempt read up to its *commit point*, the first
   content token (spec 02 §8).  Nothing reaches the client before it, so any failure
   until then is an ordinary failed attempt.  At the commit point the caller gets an
@@ -33,6 +36,7 @@ from gateway.dialects import (
     StreamErrorEvent,
     UpstreamCall,
     dialect_of,
+    join_embeddings,
 )
 from gateway.kernel.chain import Options
 from gateway.kernel.errors import (
@@ -221,6 +225,10 @@ async def call_json(
     attempt still knows)."""
     if result is None:
         result = AttemptResult(started=time.perf_counter())
+    if call.parts:  # one call per input (Bedrock's Titan, spec 09 §5.2)
+        return await _call_parts(
+            client, dialect, call, timeout_s=timeout_s, created=created, result=result
+        )
     content = orjson.dumps(call.body) if call.method == "POST" else b""
     headers = signed_headers(call, content)
     try:
@@ -240,6 +248,79 @@ async def call_json(
         _finish_json(
             result, dialect, response, body, created, call.operation, call.count_field
         )
+    result.latency_s = time.perf_counter() - result.started
+    result.upstream_wait_s = result.latency_s
+    return result
+
+
+#: the most parts of one call in flight at once
+PARTS_AT_ONCE = 8
+
+
+class _PartFailed(Exception):
+    """A part of a call failed: its siblings are cancelled."""
+
+
+async def _call_parts(
+    client: HTTPClient,
+    dialect: Dialect,
+    call: UpstreamCall,
+    *,
+    timeout_s: float,
+    created: int,
+    result: AttemptResult,
+) -> AttemptResult:
+    """A call's ``parts``, at most ``PARTS_AT_ONCE`` at once, all within
+    ``timeout_s``: the joined answer when every part answered, else the first
+    failure (the others are cancelled), never part of a list."""
+    parts = call.parts
+    done: list[AttemptResult | None] = [None] * len(parts)
+    failed: list[AttemptResult] = []
+    gate = asyncio.Semaphore(PARTS_AT_ONCE)
+
+    async def send(index: int) -> None:
+        async with gate:
+            part = await call_json(
+                client,
+                dialect,
+                parts[index],
+                timeout_s=timeout_s,
+                created=created,
+                result=AttemptResult(started=time.perf_counter()),
+            )
+        done[index] = part
+        if part.ttfb_s is not None and result.ttfb_s is None:
+            result.ttfb_s = part.started + part.ttfb_s - result.started
+        if part.failure is not None or part.completion is None:
+            failed.append(part)
+            raise _PartFailed
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for index in range(len(parts)):
+                        group.create_task(send(index))
+            except* _PartFailed:
+                pass
+    except TimeoutError:
+        result.failure = classify_transport(TransportFailure.TIMEOUT)
+    if failed:
+        first = failed[0]
+        result.http_status = first.http_status
+        result.failure = first.failure
+        result.error = first.error
+        result.retry_after = first.retry_after
+        result.ratelimit = first.ratelimit
+    elif result.failure is None:
+        answered = [part for part in done if part is not None]
+        result.http_status = answered[-1].http_status
+        result.ratelimit = answered[-1].ratelimit
+        result.completion = join_embeddings(
+            [part.completion for part in answered if part.completion is not None]
+        )
+        usage = result.completion.get("usage")
+        result.usage = usage if isinstance(usage, dict) else None
     result.latency_s = time.perf_counter() - result.started
     result.upstream_wait_s = result.latency_s
     return result

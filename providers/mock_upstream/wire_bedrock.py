@@ -11,8 +11,9 @@
   the usage.  The ``stream_error`` knob sends an exception frame
   (``:message-type: exception``; ``__type`` of the knob names it, default
   ``internalServerException``).
-* ``POST /model/{modelId}/invoke``: embeddings, Titan (``inputText``: one string;
-  anything else is a ``ValidationException`` as Bedrock answers it) or Cohere
+* ``POST /model/{modelId}/invoke``: embeddings, Titan (``inputText``: one string,
+  and for Titan V2 a ``dimensions`` of 256, 512 or 1024; anything else is a
+  ``ValidationException`` as Bedrock answers it) or Cohere
   (``texts``, a model id containing ``cohere.``); the input's token count in the
   ``X-Amzn-Bedrock-Input-Token-Count`` reply header (Titan's body repeats it as
   ``inputTextTokenCount``; Cohere's body has none).
@@ -498,12 +499,12 @@ def answer(
         return _whole(200, orjson.dumps(_lists(route, ids)), record=record)
     assert found is not None
     wire, model, is_stream = found
-    if wire is INVOKE and _bad_titan(model, body):
+    titan_problem = _bad_titan(model, body) if wire is INVOKE else None
+    if titan_problem is not None:
         record = state.log.start(
             path=path, model=model, headers=headers, body=None, is_stream=False
         )
-        message = "Malformed input request: #/inputText: expected type: String"
-        return error_reply(400, "ValidationException", message, record=record)
+        return error_reply(400, "ValidationException", titan_problem, record=record)
     problem = converse_problem(body) if wire is CONVERSE else None
     if problem is not None:
         record = state.log.start(
@@ -595,16 +596,27 @@ def _count_header(reply: Reply, tokens: int) -> None:
         reply.headers.append((INPUT_TOKENS_HEADER, str(tokens)))
 
 
-def _bad_titan(model: str, body: bytes) -> bool:
+#: the sizes Titan Text Embeddings V2 makes
+_TITAN_V2_SIZES = (256, 512, 1024)
+
+
+def _bad_titan(model: str, body: bytes) -> str | None:
+    """Bedrock's message refusing a Titan invoke body, None when it is fine: Titan
+    takes one string as ``inputText``, and V2 a ``dimensions`` of 256, 512 or 1024
+    only."""
     if _is_cohere(model):
-        return False
+        return None
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return True
-    return not isinstance(request, dict) or not isinstance(
-        request.get("inputText"), str
-    )
+        request = None
+    if not isinstance(request, dict) or not isinstance(request.get("inputText"), str):
+        return "Malformed input request: #/inputText: expected type: String"
+    size = request.get("dimensions")
+    titan_v2 = "titan-embed-text-v2" in model
+    if titan_v2 and size is not None and size not in _TITAN_V2_SIZES:
+        return f"Malformed input request: #/dimensions: {size} is not a valid value"
+    return None
 
 
 def _bedrock_shaped(reply: Reply) -> Reply:

@@ -608,6 +608,10 @@ def test_text_blocks_are_joined_and_thinking_becomes_reasoning_content(dialect):
         "role": "assistant",
         "content": "Hello, world.",
         "reasoning_content": "Let me think.",
+        # signed: the client sends it back to keep a tool turn's thinking
+        "thinking_blocks": [
+            {"type": "thinking", "thinking": "Let me think.", "signature": "sig"}
+        ],
     }
 
 
@@ -919,9 +923,12 @@ def test_non_json_error_falls_back_to_truncated_text(dialect):
     ("effort", "max_tokens", "thinking"),
     [
         ("low", 8000, {"type": "enabled", "budget_tokens": 2048}),
-        ("medium", 8000, {"type": "enabled", "budget_tokens": 7999}),
-        ("high", 20000, {"type": "enabled", "budget_tokens": 16384}),
+        # the answer keeps a quarter of max_tokens (at least 1 024)
+        ("medium", 8000, {"type": "enabled", "budget_tokens": 6000}),
+        ("high", 20000, {"type": "enabled", "budget_tokens": 15000}),
+        ("high", 40000, {"type": "enabled", "budget_tokens": 16384}),
         ("minimal", 1000, None),  # no room for the 1 024-token minimum
+        ("minimal", 2047, None),  # 1 023 after the answer's 1 024
         ("none", 8000, None),
         ("bogus", 8000, None),
     ],

@@ -12,7 +12,8 @@ from types import MappingProxyType
 
 import pytest
 
-from gateway.dialects import REGISTRY
+from gateway.dialects import REGISTRY, join_embeddings
+from gateway.dialects import embeddings_unsent as dialects_embeddings_unsent
 from gateway.dialects.base import BadUpstreamResponse, StreamErrorEvent
 from gateway.dialects.bedrock import (
     AwsKey,
@@ -20,6 +21,7 @@ from gateway.dialects.bedrock import (
     check_connection,
     check_provider,
     control_url,
+    embeddings_unsent,
     sign_request,
     unsent,
 )
@@ -732,6 +734,106 @@ def test_titan_embeddings_go_to_invoke():
         "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
         "usage": {"prompt_tokens": 3, "total_tokens": 3},
     }
+
+
+def test_titan_embeds_several_inputs_as_one_signed_call_each():
+    """Titan's ``inputText`` is one string: three inputs are three parts, in input
+    order, each with the same options and signer; the call's own fields are the
+    first part's."""
+    call = dialect.embeddings_request(
+        base_url=BASE_URL,
+        api_key=None,
+        model="amazon.titan-embed-text-v2:0",
+        body={"input": ["a", "b", "c"], "dimensions": 512},
+        auth=AUTH,
+    )
+    assert [part.body for part in call.parts] == [
+        {"inputText": text, "dimensions": 512, "normalize": True}
+        for text in ("a", "b", "c")
+    ]
+    assert {part.url for part in call.parts} == {
+        f"{BASE_URL}/model/amazon.titan-embed-text-v2%3A0/invoke"
+    }
+    assert all(p.operation == "embeddings" and p.sign for p in call.parts)
+    assert all(not part.parts for part in call.parts)
+    assert (call.url, call.body) == (call.parts[0].url, call.parts[0].body)
+    single = dialect.embeddings_request(
+        base_url=BASE_URL,
+        api_key=None,
+        model="amazon.titan-embed-text-v2:0",
+        body={"input": ["only"]},
+        auth=AUTH,
+    )
+    assert (single.body, single.parts) == ({"inputText": "only"}, ())
+
+
+def test_join_embeddings_reindexes_the_parts_and_sums_their_usage():
+    parts = [
+        dialect.parse_embeddings({"embedding": [float(i)], "inputTextTokenCount": i})
+        for i in (1, 2, 3)
+    ]
+    joined = join_embeddings(parts)
+    assert joined == {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": [float(i + 1)]}
+            for i in range(3)
+        ],
+        "usage": {"prompt_tokens": 6, "total_tokens": 6},
+    }
+    # a part without a count: no sum that would under-bill, the estimate applies
+    partial = join_embeddings([parts[0], dialect.parse_embeddings({"embedding": [0]})])
+    assert "usage" not in partial
+    assert [item["index"] for item in partial["data"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("model", "dimensions", "named"),
+    [
+        ("amazon.titan-embed-text-v2:0", 256, False),
+        ("amazon.titan-embed-text-v2:0", 1024, False),
+        ("amazon.titan-embed-text-v2:0", 300, True),
+        ("us.amazon.titan-embed-text-v2:0", 4, True),
+        ("amazon.titan-embed-text-v1", 1536, False),  # its own size
+        ("amazon.titan-embed-text-v1", 256, True),
+        ("cohere.embed-english-v3", 256, True),
+        ("cohere.embed-multilingual-v3", 1024, False),  # its own size
+        (
+            "arn:aws:bedrock:us-east-1::foundation-model/cohere.embed-english-v3",
+            8,
+            True,
+        ),
+    ],
+)
+def test_a_dimensions_the_model_cannot_make_is_named_and_not_sent(
+    model, dimensions, named
+):
+    body = {"input": ["a", "b"], "dimensions": dimensions}
+    assert embeddings_unsent(model, body) == (("dimensions",) if named else ())
+    call = dialect.embeddings_request(
+        base_url=BASE_URL, api_key=None, model=model, body=body, auth=AUTH
+    )
+    sent = [part.body for part in call.parts] or [call.body]
+    assert all(
+        ("dimensions" in b) == (not named and "titan-embed-text-v2" in model)
+        for b in sent
+    )
+
+
+def test_embeddings_fields_that_ask_nothing_are_never_named():
+    """``encoding_format`` is carried by the wire (base64 of the floats), ``user``
+    changes nothing, an absent ``dimensions`` asks for nothing."""
+    body = {"input": "a", "encoding_format": "base64", "user": "u-1"}
+    for model in ("cohere.embed-english-v3", "amazon.titan-embed-text-v2:0"):
+        assert embeddings_unsent(model, body) == ()
+        assert embeddings_unsent(model, {**body, "dimensions": None}) == ()
+    # the registry: only Bedrock's embeddings request leaves anything out
+    asked = {"input": "a", "dimensions": 7, "encoding_format": "base64", "user": "u"}
+    for kind in ("openai", "azure", "gemini", "vertex", "mock"):
+        assert dialects_embeddings_unsent(REGISTRY[kind], "m", asked) == ()
+    assert dialects_embeddings_unsent(
+        REGISTRY["bedrock"], "cohere.embed-english-v3", asked
+    ) == ("dimensions",)
 
 
 def test_cohere_embeddings_send_every_text():

@@ -16,7 +16,7 @@ from combos.config_file import import_config
 from combos.models import Combo
 from gateway.kernel.breaker import HealthConfig
 from gateway.templatetags.omr import omr_left, span_text
-from providers.health import board
+from providers.health import board, summarize
 from providers.models import Connection
 from telemetry.models import AttemptLog, RequestLog
 
@@ -194,28 +194,87 @@ def test_reset_and_reenable_from_the_board(configured, admin_client):
     assert 'data-state="auth_disabled"' in row
     assert 'value="reenable"' in row
     connection_id = row.split('name="connection" value="')[1].split('"')[0]
+    reenable = {"connection": connection_id, "action": "reenable", "confirm": "yes"}
 
-    done = admin_client.post(
-        "/admin/dashboard/health/", {"connection": connection_id, "action": "reenable"}
-    )
+    done = admin_client.post("/admin/dashboard/health/", reenable)
 
     assert done.status_code == 302
     page = admin_client.get("/admin/").content.decode()
     assert '<tr data-connection="pa@backup" data-state="healthy"' in page
     assert "Re-enabled pa@backup." in page  # the confirmation, once
     again = admin_client.post(
-        "/admin/dashboard/health/",
-        {"connection": connection_id, "action": "reenable"},
-        follow=True,
+        "/admin/dashboard/health/", reenable, follow=True
     ).content.decode()
     assert "pa@backup was not auth-disabled; nothing to re-enable." in again
     reset = admin_client.post(
         "/admin/dashboard/health/",
-        {"connection": connection_id, "action": "reset"},
+        {"connection": connection_id, "action": "reset", "confirm": "yes"},
         follow=True,
     ).content.decode()
     cleared = "Reset pa@backup: breaker, cooldown, auth disable and locks cleared."
     assert cleared in reset
+
+
+@pytest.mark.parametrize(
+    ("action", "verb", "clears"),
+    [
+        ("reset", "Reset", "breaker, cooldown"),
+        ("reenable", "Re-enable", "auth disable"),
+    ],
+)
+def test_the_board_buttons_ask_first_naming_the_connection(
+    configured, admin_client, action: str, verb: str, clears: str
+):
+    board.record(
+        "pa@backup",
+        "m1",
+        "auth_error",
+        "auth_failed",
+        now=time.time(),
+        config=HealthConfig(),
+        message="bad key",
+    )
+    page = admin_client.get("/admin/").content.decode()
+    row = page.split('<tr data-connection="pa@backup"')[1].split("</tr>")[0]
+    form = row.split("<form")[1]
+    assert 'method="get"' in form.split(">")[0]  # opens the question, acts on nothing
+    connection_id = row.split('name="connection" value="')[1].split('"')[0]
+
+    asked = admin_client.get(
+        "/admin/dashboard/health/", {"connection": connection_id, "action": action}
+    )
+    # a POST from a board served before the question existed is asked too
+    unconfirmed = admin_client.post(
+        "/admin/dashboard/health/", {"connection": connection_id, "action": action}
+    )
+
+    for response in (asked, unconfirmed):
+        assert response.status_code == 200
+        html = response.content.decode()
+        heading = html.split('id="omr-confirm-heading">')[1].split("</h2>")[0]
+        assert heading.startswith(f"{verb} <a ")
+        assert heading.endswith("pa@backup</a>?")
+        assert clears in html
+        assert "auth disabled" in html  # the state it is in now
+        assert f">Yes, {verb.lower()} pa@backup</button>" in html
+        assert 'name="confirm" value="yes"' in html
+        assert 'id="nav-sidebar"' in html  # a page of the admin, not a bare one
+    assert summarize("pa@backup").state == "auth_disabled"  # nothing was done
+
+    done = admin_client.post(
+        "/admin/dashboard/health/",
+        {"connection": connection_id, "action": action, "confirm": "yes"},
+        follow=True,
+    ).content.decode()
+
+    assert summarize("pa@backup").state == "healthy"
+    said = "Re-enabled pa@backup." if action == "reenable" else "Reset pa@backup: "
+    assert said in done
+
+
+def test_the_question_refuses_an_unknown_connection_or_action(configured, admin_client):
+    for query in ({"connection": "999999", "action": "reset"}, {"connection": "x"}):
+        assert admin_client.get("/admin/dashboard/health/", query).status_code == 400
 
 
 def test_board_buttons_need_the_change_permission(configured):
@@ -228,11 +287,16 @@ def test_board_buttons_need_the_change_permission(configured):
 
     page = client.get("/admin/").content.decode()
     refused = client.post(
+        "/admin/dashboard/health/",
+        {"connection": "1", "action": "reset", "confirm": "yes"},
+    )
+    not_asked = client.get(
         "/admin/dashboard/health/", {"connection": "1", "action": "reset"}
     )
 
     assert 'value="reset"' not in page
     assert refused.status_code == 403
+    assert not_asked.status_code == 403
 
 
 def test_warnings_name_the_demo_key_open_metrics_and_a_missing_scheduler(
@@ -304,6 +368,9 @@ CONSOLE_LINKS = {
     "playground": 'href="/admin/playground/',
     "config": 'href="/admin/config/"',
     "jobs": 'href="/admin/providers/jobrun/jobs/"',
+    # the request log's view right alone is not enough: they show the attempts too
+    "overview": 'href="/admin/telemetry/overview/"',
+    "live_routing": 'href="/admin/telemetry/live-routing/"',
 }
 
 
@@ -351,6 +418,8 @@ def test_a_limited_user_sees_no_link_to_a_page_that_refuses_them(configured):
     assert client.get("/admin/playground/").status_code == 403
     assert client.get("/admin/config/").status_code == 403
     assert client.get("/admin/providers/jobrun/jobs/").status_code == 403
+    assert client.get("/admin/telemetry/overview/").status_code == 403
+    assert client.get("/admin/telemetry/live-routing/").status_code == 403
 
 
 def test_a_superuser_sees_every_console_link(configured, admin_client):

@@ -319,9 +319,15 @@ def client(gateway: Gateway) -> Iterator[httpx.Client]:
 # --- the console in headless Chromium (shared by the browser tests) ---------------
 
 
-def admin_user(gateway: Gateway, username: str, *, superuser: bool) -> tuple[str, str]:
+def admin_user(
+    gateway: Gateway,
+    username: str,
+    *,
+    superuser: bool,
+    perms: tuple[str, ...] = (),
+) -> tuple[str, str]:
     """A user with a password (the admin login form needs one): a superuser, or
-    staff without model permissions."""
+    staff with only the permissions ``perms`` (``"app.codename"``)."""
     password = secrets.token_urlsafe(16)
     create = (
         f"User.objects.create_superuser({username!r}, 'op@example.com', {password!r})"
@@ -329,10 +335,16 @@ def admin_user(gateway: Gateway, username: str, *, superuser: bool) -> tuple[str
         else f"User.objects.create_user({username!r}, password={password!r}, "
         "is_staff=True)"
     )
+    grant = "".join(
+        f"user.user_permissions.add(Permission.objects.get("
+        f"content_type__app_label={app!r}, codename={codename!r}))\n"
+        for app, codename in (perm.split(".") for perm in perms)
+    )
     code = (
-        "from django.contrib.auth.models import User\n"
+        "from django.contrib.auth.models import Permission, User\n"
         f"User.objects.filter(username={username!r}).delete()\n"
-        f"{create}\n"
+        f"user = {create}\n"
+        f"{grant}"
     )
     result = gateway.manage("shell", "-c", code)
     assert result.returncode == 0, result.stderr

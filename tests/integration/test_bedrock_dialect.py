@@ -775,14 +775,18 @@ def test_a_responses_request_is_translated_to_converse(oai, upstream):
 
 def test_titan_embeddings_go_to_invoke(oai, upstream, bedrock):
     answer = oai.embeddings.create(
-        model="br/amazon.titan-embed-text-v2:0", input="hello", dimensions=4
+        model="br/amazon.titan-embed-text-v2:0", input="hello", dimensions=256
     )
     assert len(answer.data) == 1
-    assert len(answer.data[0].embedding) == 4
+    assert len(answer.data[0].embedding) == 256
     assert answer.usage.prompt_tokens >= 1
     sent = upstream.requests()[-1]
     assert sent["path"] == "/model/amazon.titan-embed-text-v2%3A0/invoke"
-    assert sent["body"] == {"inputText": "hello", "dimensions": 4, "normalize": True}
+    assert sent["body"] == {
+        "inputText": "hello",
+        "dimensions": 256,
+        "normalize": True,
+    }
     _assert_signed(sent)
     row = bedrock.requests_log()[-1]
     assert row["endpoint"] == "embeddings"
@@ -797,15 +801,123 @@ def test_titan_embeddings_go_to_invoke(oai, upstream, bedrock):
     assert raw["object"] == "list"
 
 
-def test_titan_refuses_several_inputs_as_bedrock_does(bedrock, upstream):
+TITAN = "amazon.titan-embed-text-v2:0"
+
+
+def _invokes(upstream) -> list[dict]:
+    return [r for r in upstream.requests() if r["path"].endswith("/invoke")]
+
+
+def test_titan_embeds_several_inputs_with_one_call_each(oai, upstream, bedrock):
+    """Titan takes one ``inputText`` (the mock refuses a list as Bedrock does): the
+    gateway sends one signed invoke per input and answers one list, in input order,
+    with Titan's counts summed (the mock counts a token per four characters)."""
+    texts = ["a" * 40, "b" * 8, "c"]
+    answer = oai.embeddings.create(model=f"br/{TITAN}", input=texts, dimensions=512)
+    assert [item.index for item in answer.data] == [0, 1, 2]
+    assert all(len(item.embedding) == 512 for item in answer.data)
+    assert len({tuple(item.embedding) for item in answer.data}) == 3
+    assert answer.usage.prompt_tokens == 10 + 2 + 1
+    assert answer.usage.total_tokens == 13
+    sent = _invokes(upstream)
+    assert sorted(r["body"]["inputText"] for r in sent) == sorted(texts)
+    assert all(r["body"]["dimensions"] == 512 for r in sent)
+    for request in sent:
+        _assert_signed(request)
+    # each vector is its own input's: the same text alone gives the same vector
+    alone = oai.embeddings.create(model=f"br/{TITAN}", input="b" * 8, dimensions=512)
+    assert alone.data[0].embedding == answer.data[1].embedding
+    row = bedrock.requests_log()[-2]
+    assert (row["endpoint"], row["usage_source"]) == ("embeddings", "upstream")
+
+
+def test_a_failed_titan_part_fails_the_attempt_over(oai, upstream):
+    """One of the three invokes answers 503: the attempt fails as a whole (no
+    partial list) and the chain's next model answers every input."""
+    upstream.add(TITAN, status=503, times=1)
+    response = oai.embeddings.with_raw_response.create(
+        model=f"br/{TITAN}",
+        input=["a", "b", "c"],
+        extra_body={"fallback_models": ["brfb/bfb"]},
+    )
+    answer = response.parse()
+    assert answer.model == "brfb/bfb"
+    assert [item.index for item in answer.data] == [0, 1, 2]
+    report = json.loads(response.text)["omniroute"]
+    first = report["failover"]["attempts"][0]
+    assert (first["model"], first["reason"], first["http_status"]) == (
+        f"br/{TITAN}",
+        "server_error",
+        503,
+    )
+
+
+def test_a_failed_titan_part_alone_is_the_classified_error(bedrock, upstream):
+    upstream.add(TITAN, status=429, times=1)
     response = httpx.post(
         f"{bedrock.url}/v1/embeddings",
         headers={"Authorization": f"Bearer {KEY_ALL}"},
-        json={"model": "br/amazon.titan-embed-text-v2:0", "input": ["a", "b"]},
+        json={"model": f"br/{TITAN}", "input": ["a", "b", "c"]},
         timeout=30,
     )
-    assert response.status_code == 400
-    assert "inputText" in response.json()["error"]["message"]
+    assert response.status_code == 429, response.text
+    body = response.json()
+    assert "data" not in body
+    error = body["error"]
+    assert (error["type"], error["code"]) == ("rate_limit_error", "all_models_failed")
+    assert error["message"].endswith(f"br/{TITAN} \u2014 rate_limit)")
+
+
+def test_a_dimensions_cohere_cannot_make_is_named_and_strict_refuses_it(
+    bedrock, upstream
+):
+    """Spec 09 §2.6 on the embeddings surface: Cohere's invoke body has no
+    ``dimensions``; the vectors come at the model's size and the header names the
+    field; under ``X-OmniRoute-Strict: true`` a 400 names it before any call."""
+    body = {"model": "br/cohere.embed-english-v3", "input": ["a"], "dimensions": 256}
+    answered = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json=body,
+        timeout=30,
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.headers["x-omniroute-dropped"] == "dimensions"
+    assert "dimensions" not in _invokes(upstream)[-1]["body"]
+    calls = len(upstream.requests())
+    refused = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json=body,
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == (
+        "unsupported_parameter",
+        "dimensions",
+        "invalid_request_error",
+    )
+    assert len(upstream.requests()) == calls  # before any call
+    # Titan V2 makes 256: nothing is named, even under Strict
+    titan = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={**body, "model": f"br/{TITAN}"},
+        timeout=30,
+    )
+    assert titan.status_code == 200, titan.text
+    assert "x-omniroute-dropped" not in titan.headers
+    # a size Titan V2 does not make is left out and named, as Cohere's
+    other = httpx.post(
+        f"{bedrock.url}/v1/embeddings",
+        headers={"Authorization": f"Bearer {KEY_ALL}"},
+        json={**body, "model": f"br/{TITAN}", "dimensions": 300},
+        timeout=30,
+    )
+    assert other.status_code == 200, other.text
+    assert other.headers["x-omniroute-dropped"] == "dimensions"
+    assert _invokes(upstream)[-1]["body"] == {"inputText": "a"}
 
 
 def test_cohere_embeddings_send_every_text(oai, upstream):
@@ -874,6 +986,35 @@ def test_the_mock_answers_a_429_as_a_throttling_exception(mock, upstream):
     assert response.status_code == 429
     assert response.headers["x-amzn-errortype"].startswith("ThrottlingException")
     assert response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"inputText": ["a", "b"]}, "inputText"),
+        ({"inputText": "a", "dimensions": 300, "normalize": True}, "dimensions"),
+    ],
+)
+def test_the_mock_refuses_what_titan_refuses(mock, upstream, body, field):
+    """Titan embeds one string per call and V2 makes 256, 512 or 1024 wide vectors:
+    the mock answers anything else with Bedrock's ``ValidationException``, so the
+    gateway's one-invoke-per-input and ``dimensions`` handling are tested against
+    the rule, not around it."""
+    url = f"{_root(mock)}/model/{TITAN.replace(':', '%3A')}/invoke"
+    content = json.dumps(body).encode()
+    headers = {"content-type": "application/json"}
+    headers |= sign_request(
+        method="POST",
+        url=url,
+        headers=headers,
+        body=content,
+        now=time.time(),
+        key=AwsKey("us-east-1", TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY),
+    )
+    response = httpx.post(url, content=content, headers=headers, timeout=10)
+    assert response.status_code == 400
+    assert response.headers["x-amzn-errortype"].startswith("ValidationException")
+    assert f"#/{field}" in response.json()["message"]
 
 
 def test_a_wrong_secret_is_a_403_that_auth_disables_the_connection(bedrock, upstream):

@@ -50,6 +50,8 @@ def test_the_health_board_lists_the_failing_connection_first_and_reenables_it(
     assert "requests" in admin_page.locator("#omr-traffic").inner_text()
 
     first.locator("button.omr-reenable").click()
+    admin_page.locator("#omr-health-confirm[data-connection='pa@main']").wait_for()
+    admin_page.click("#omr-confirm")
     admin_page.wait_for_url("**/admin/")
     row = admin_page.locator("#omr-health tr[data-connection='pa@main']")
     assert row.get_attribute("data-state") == "healthy"

@@ -111,6 +111,8 @@ def test_reset_on_the_health_board_says_what_it_did(tokyo: Any):
     tokyo.goto("/admin/")
     row = tokyo.locator("#omr-health tr[data-connection='pa@main']")
     row.locator("button.omr-reset").click()
+    tokyo.locator("#omr-health-confirm[data-connection='pa@main']").wait_for()
+    tokyo.click("#omr-confirm")
     # the page was /admin/ before the click too: wait for the reloaded page's message
     said = tokyo.locator("text=Reset pa@main")
     said.first.wait_for()

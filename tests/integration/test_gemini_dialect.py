@@ -54,6 +54,10 @@ providers:
         cache_read_cost: 0.25
       - id: gthink
         capabilities: [reasoning, tools]
+      - id: gemini-2.5-flash
+        capabilities: [reasoning, tools]
+      - id: gemini-2.5-pro
+        capabilities: [reasoning, tools]
       - id: gemb
         input_cost: 0.1
         capabilities: [embeddings]
@@ -292,6 +296,56 @@ def test_thoughts_and_their_signature_survive_a_tool_turn(oai, upstream):
     assert base64.b64decode(part["thoughtSignature"]).startswith(b"sig-mock-")
 
 
+def test_a_url_safe_signature_goes_back_as_it_came(gemini, upstream):
+    """A signature in the URL-safe alphabet (``-``, ``_``: what some SDKs and
+    proxies in front of Gemini write) rides in the ``tool_use`` id a Messages
+    client sends back, and returns to Gemini unchanged."""
+    signature = base64.urlsafe_b64encode(b"\xfb\xff\xbf sig" * 40).decode()
+    assert "-" in signature
+    assert "_" in signature
+    call = {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}
+    upstream.add(
+        "g1",
+        body={
+            "responseId": "rsafe1",
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{**call, "thoughtSignature": signature}],
+                    },
+                    "finishReason": "STOP",
+                }
+            ],
+        },
+    )
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    tools = [{"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}]
+    ask = [{"role": "user", "content": "weather?"}]
+    first = client.messages.create(
+        model="gm/g1", max_tokens=64, messages=ask, tools=tools
+    )
+    block = next(b for b in first.content if b.type == "tool_use")
+    assert block.id.startswith("call_rsafe1_0_tu_")
+    client.messages.create(
+        model="gm/g1",
+        max_tokens=64,
+        tools=tools,
+        messages=[
+            *ask,
+            {"role": "assistant", "content": [block.model_dump()]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": block.id, "content": "rain"}
+                ],
+            },
+        ],
+    )
+    sent = upstream.requests()[-1]["body"]["contents"][1]["parts"][0]
+    assert sent == {**call, "thoughtSignature": signature}
+
+
 def test_a_conversation_with_signed_ids_fails_over_to_an_openai_upstream(
     gemini, mock, upstream
 ):
@@ -425,6 +479,80 @@ def test_a_streamed_messages_tool_call_comes_from_gemini(gemini, upstream):
     assert (block.name, block.input) == ("get_weather", {"city": "Oslo"})
     assert final.stop_reason == "tool_use"
     assert upstream.requests()[-1]["path"].endswith(":streamGenerateContent?alt=sse")
+
+
+def test_a_messages_thinking_budget_reaches_gemini_exactly(gemini, upstream):
+    """Claude Code's ``budget_tokens`` is Gemini's ``thinkingBudget`` as it is, not
+    the budget of an effort level (20000 would be ``high``: 24576)."""
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    message = client.messages.create(
+        model="gm/gemini-2.5-flash",
+        max_tokens=21000,  # the SDK streams anything longer
+        thinking={"type": "enabled", "budget_tokens": 20000},
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[0].thinking == "Thinking."
+    sent = upstream.requests()[-1]
+    assert sent["path"] == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert sent["body"]["generationConfig"] == {
+        "maxOutputTokens": 21000,
+        "thinkingConfig": {"thinkingBudget": 20000, "includeThoughts": True},
+    }
+
+
+def test_a_streamed_thinking_budget_is_clamped_to_the_model_s_range(gemini, upstream):
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    with client.messages.stream(
+        model="gm/gemini-2.5-pro",
+        max_tokens=64000,
+        thinking={"type": "enabled", "budget_tokens": 50000},
+        messages=[{"role": "user", "content": "hello"}],
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].type == "thinking"
+    sent = upstream.requests()[-1]
+    assert sent["path"].endswith("gemini-2.5-pro:streamGenerateContent?alt=sse")
+    # Gemini 2.5 Pro thinks at most 32768 tokens
+    assert sent["body"]["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": 32768,
+        "includeThoughts": True,
+    }
+
+
+def test_messages_thinking_disabled_turns_gemini_flash_thinking_off(gemini, upstream):
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="gm/gemini-2.5-flash",
+        max_tokens=64,
+        thinking={"type": "disabled"},
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    assert [b.type for b in raw.parse().content] == ["text"]
+    assert "x-omniroute-dropped" not in raw.headers
+    sent = upstream.requests()[-1]["body"]
+    assert sent["generationConfig"] == {
+        "maxOutputTokens": 64,
+        "thinkingConfig": {"thinkingBudget": 0},
+    }
+
+
+def test_the_exact_budget_stays_out_of_an_openai_attempt(gemini, upstream):
+    """Only Gemini's dialects get the canonical ``thinking_budget``; an OpenAI
+    upstream would refuse the unknown field."""
+    client = anthropic.Anthropic(base_url=gemini.url, api_key=KEY_ALL, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="gmb/gfb",
+        max_tokens=2000,
+        thinking={"type": "enabled", "budget_tokens": 1500},
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    assert raw.parse().content[0].type == "text"
+    # the model's capabilities are unknown: its attempt leaves thinking out, named
+    assert raw.headers["x-omniroute-dropped"] == "thinking"
+    sent = upstream.requests()[-1]["body"]
+    assert "thinking_budget" not in sent
+    assert "reasoning_effort" not in sent
 
 
 def test_count_tokens_asks_gemini_count_tokens(gemini, upstream):

@@ -21,6 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from providers.console_access import TRAFFIC_PERMISSIONS
 from tests.integration.conftest import admin_user, logged_in
 
 pytestmark = pytest.mark.integration
@@ -30,8 +31,11 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture(scope="module")
 def viewer(gateway: Gateway) -> tuple[str, str]:
-    """A staff user with a password (the admin login form needs one)."""
-    return admin_user(gateway, "dash-viewer", superuser=False)
+    """A staff user with a password (the admin login form needs one) and the
+    dashboards' permissions (the request and attempt logs' view rights)."""
+    return admin_user(
+        gateway, "dash-viewer", superuser=False, perms=TRAFFIC_PERMISSIONS
+    )
 
 
 def _session_cookie(gateway: Gateway, username: str, password: str) -> str:

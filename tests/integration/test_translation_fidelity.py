@@ -120,7 +120,7 @@ def test_reasoning_effort_becomes_thinking_for_an_anthropic_model_that_reasons(
             "model": "pt/claude-think",
             "messages": [{"role": "user", "content": "hi"}],
             "reasoning_effort": "high",
-            "max_tokens": 20000,
+            "max_tokens": 24000,
             "temperature": 0.3,
         },
     )

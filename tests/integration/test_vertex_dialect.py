@@ -84,6 +84,7 @@ def vertex(gateway, mock, accounts):
                 accounts["main"],
                 [
                     {"id": GEMINI, "input_cost": 1.0, "output_cost": 2.0},
+                    {"id": "gemini-2.5-pro", "capabilities": ["reasoning"]},
                     {"id": CLAUDE, "input_cost": 3.0, "output_cost": 15.0},
                     {"id": EMBED, "input_cost": 0.1, "capabilities": ["embeddings"]},
                 ],
@@ -220,6 +221,31 @@ def test_a_messages_request_is_translated_for_a_gemini_model(claude_client, upst
     assert _calls(upstream)[-1]["path"].endswith(
         f"/google/models/{GEMINI}:generateContent"
     )
+
+
+def test_a_messages_thinking_budget_reaches_a_vertex_gemini_model(
+    claude_client, upstream
+):
+    claude_client.messages.create(
+        model="vx/gemini-2.5-pro",
+        max_tokens=8000,
+        thinking={"type": "enabled", "budget_tokens": 6000},
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    sent = _calls(upstream)[-1]
+    assert sent["path"].endswith("/google/models/gemini-2.5-pro:generateContent")
+    assert sent["body"]["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": 6000,
+        "includeThoughts": True,
+    }
+    claude_client.messages.create(
+        model=f"vx/{GEMINI}",
+        max_tokens=64,
+        thinking={"type": "disabled"},
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    off = _calls(upstream)[-1]["body"]["generationConfig"]
+    assert off["thinkingConfig"] == {"thinkingBudget": 0}
 
 
 def test_a_messages_count_for_a_gemini_model_asks_count_tokens(

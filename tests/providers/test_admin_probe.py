@@ -65,6 +65,14 @@ def test_the_model_list_offers_and_adds_the_models_not_configured(provider, ops)
     assert set(provider.models.values_list("model_id", flat=True)) == {"m1", "m2"}
 
 
+def test_the_model_list_is_headed_with_its_provider(provider, ops):
+    dead = Provider.objects.get(slug="pdead")
+    for shown in (provider, dead):  # a failed listing is headed the same way
+        page = ops.get(f"/admin/providers/provider/{shown.pk}/discover/")
+        heading = page.content.decode().split('id="omr-discover-heading">')[1]
+        assert heading.split("</h2>")[0] == f"Upstream models of {shown.slug}"
+
+
 def test_the_list_action_opens_the_model_list(provider, ops):
     response = ops.post(
         "/admin/providers/provider/",

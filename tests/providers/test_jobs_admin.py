@@ -266,3 +266,28 @@ def test_a_long_message_is_cut_with_its_full_text_in_an_expander(staff: Client) 
     assert shown.endswith("…")
     assert message.startswith(shown[:-1])
     assert f'<div class="omr-full">{message}</div>' in row
+
+
+def test_the_counts_wrap_between_items_never_inside_one(staff: Client) -> None:
+    JobRun.objects.create(
+        job="sync_models_dev",
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        outcome="success",
+        counts={"created": 7, "updated": 0, "unchanged": 1520, "missing": 3},
+        triggered_by="beat",
+    )
+
+    page = staff.get(JOBS_URL).content.decode()
+
+    row = page.split('data-job="sync_models_dev"')[1].split("</tr>")[0]
+    cell = row.split('<td class="counts">')[1].split("</td>")[0]
+    items = cell.split(", ")  # the only places the line may break
+    assert sorted(items) == sorted(  # jsonb keeps its own key order
+        f'<span class="omr-count">{item}</span>'
+        for item in ("7 created", "0 updated", "1520 unchanged", "3 missing")
+    )
+    style = page.split("#jobs td.counts {")[1].split("}")[0]
+    assert "overflow-wrap" not in style
+    assert "word-break" not in style
+    assert "#jobs td.counts .omr-count { white-space: nowrap; }" in page

@@ -431,7 +431,9 @@ def test_overview_page_for_plain_staff_stays_within_ten_queries(
 ):
     traffic(timezone.now())
     user = User.objects.create_user("staff", password="pw", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_requestlog"))
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=("view_requestlog", "view_attemptlog"))
+    )
     client = Client()
     client.force_login(user)
 

@@ -20,7 +20,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from prometheus_client import REGISTRY
 
@@ -36,6 +36,7 @@ from gateway.kernel.types import (
 from gateway.pipeline.record import RunRecord
 from gateway.pipeline.tiers import TierOutcome
 from omniroute_site.asgi import application
+from providers.console_access import TRAFFIC_PERMISSIONS
 from telemetry.consumers import FEED_GROUP, MAX_MESSAGES_PER_SECOND, RateWindow
 
 ORIGIN = (b"origin", b"http://localhost")
@@ -387,13 +388,19 @@ def test_rate_window_admits_the_limit_then_counts_the_rest_until_taken():
 
 @pytest.fixture
 def session_cookie() -> Callable[..., bytes]:
-    """``session_cookie(is_staff=...)``: a ``Cookie`` header of a logged-in user."""
+    """``session_cookie(is_staff=..., may_view=True)``: a ``Cookie`` header of a
+    logged-in user; ``may_view``: with the Live routing page's permissions."""
     made = iter(range(1000))
 
-    def make(*, is_staff: bool) -> bytes:
+    def make(*, is_staff: bool, may_view: bool = True) -> bytes:
         user = User.objects.create_user(
             f"user{next(made)}", password="pw", is_staff=is_staff
         )
+        if may_view:
+            codenames = [name.split(".")[1] for name in TRAFFIC_PERMISSIONS]
+            user.user_permissions.add(
+                *Permission.objects.filter(codename__in=codenames)
+            )
         client = Client()
         client.force_login(user)
         return f"sessionid={client.cookies['sessionid'].value}".encode()
@@ -456,6 +463,23 @@ async def test_non_staff_socket_is_closed_with_4403(
         "type": "websocket.close",
         "code": 4403,
     }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_staff_without_the_logs_view_permissions_are_closed_with_4403(
+    session_cookie: Callable[..., bytes],
+):
+    cookie = await sync_to_async(session_cookie)(is_staff=True, may_view=False)
+    socket = _socket(ORIGIN, (b"cookie", cookie))
+
+    connected, _ = await socket.connect()
+
+    assert connected
+    assert await socket.receive_output(timeout=2) == {
+        "type": "websocket.close",
+        "code": 4403,
+    }
+    assert not get_channel_layer().groups.get(FEED_GROUP)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -344,7 +344,9 @@ def test_route_and_key_filters_read_only_the_log(filters: Filters):
 @pytest.fixture
 def staff_client() -> Client:
     user = User.objects.create_user("staff", password="pw", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_requestlog"))
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=("view_requestlog", "view_attemptlog"))
+    )
     client = Client()
     client.force_login(user)
     return client

@@ -419,9 +419,47 @@ def test_the_secret_never_appears_in_admin_html_logs_or_last_error(
         html = response.content.decode()
         assert SECRET not in html, page
         assert endpoint.secret_encrypted not in html, page
-    change = admin_client.get(pages[1]).content.decode()
-    assert f"•••• {SECRET[-4:]}" in change
     assert SECRET not in caplog.text
+
+
+@pytest.mark.django_db
+def test_the_admin_says_only_whether_a_signing_secret_is_set(
+    make_endpoint, admin_client
+):
+    endpoint = make_endpoint("https://hooks.example.com/a")
+    unset = WebhookEndpoint.objects.create(url="https://hooks.example.com/b")
+
+    listing = admin_client.get("/admin/telemetry/webhookendpoint/").content.decode()
+    change = admin_client.get(
+        f"/admin/telemetry/webhookendpoint/{endpoint.id}/change/"
+    ).content.decode()
+
+    for html in (listing, change):
+        assert "signing secret set" in html
+        assert SECRET[-4:] not in html  # no part of it, as for a provider key
+        assert "••••" not in html
+    assert "signing secret not set" in listing
+    assert unset.secret_display == ""
+    assert not hasattr(endpoint, "secret_last4")  # nothing of it kept in the clear
+    stored = WebhookEndpoint.objects.filter(pk=endpoint.pk).values().get()
+    assert not any(SECRET[-4:] in str(value) for value in stored.values())
+
+
+@pytest.mark.django_db
+def test_no_export_or_rest_resource_carries_a_webhook_secret(
+    make_endpoint, admin_client
+):
+    from combos.config_export import export_yaml
+
+    make_endpoint("https://hooks.example.com/a")
+
+    exported = export_yaml()  # webhooks are not part of the YAML file
+    api = admin_client.get("/api/webhooks/")
+
+    assert SECRET[-4:] not in exported
+    assert "hooks.example.com" not in exported
+    assert api.status_code == 404  # the REST API has no webhook resource
+    assert SECRET[-4:] not in api.content.decode()
 
 
 @pytest.mark.django_db
