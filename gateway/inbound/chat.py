@@ -263,6 +263,182 @@ def _check_messages(body: dict[str, Any]) -> None:
             )
 
 
+#: every reasoning effort a client may ask for: OpenAI's levels, and ``max``, which
+#: the smart classifier reads as explicit reasoning (``kernel.smart``)
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def check_effort(value: Any, param: str) -> None:
+    """A reasoning effort the client sent: a string of ``EFFORTS``."""
+    if not isinstance(value, str):
+        raise _invalid("invalid_type", param, f"'{param}' must be a string")
+    if value not in EFFORTS:
+        raise _invalid(
+            "invalid_value", param, f"'{param}' must be one of: " + ", ".join(EFFORTS)
+        )
+
+
+def _string(
+    owner: dict[str, Any], key: str, path: str, *, required: bool, empty: bool = True
+) -> None:
+    """``owner[key]`` is a string (or absent, or null, unless ``required``; not
+    empty unless ``empty``: a name or an id)."""
+    value = owner.get(key)
+    if value is None or (value == "" and not empty and required):
+        if required:
+            raise _invalid(
+                "missing_parameter", f"{path}.{key}", f"'{path}.{key}' is required"
+            )
+        return
+    if not isinstance(value, str):
+        raise _invalid(
+            "invalid_type", f"{path}.{key}", f"'{path}.{key}' must be a string"
+        )
+
+
+def _object(owner: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+    """``owner[key]``, which must be an object."""
+    value = owner.get(key)
+    if value is None:
+        raise _invalid(
+            "missing_parameter", f"{path}.{key}", f"'{path}.{key}' is required"
+        )
+    if not isinstance(value, dict):
+        raise _invalid(
+            "invalid_type", f"{path}.{key}", f"'{path}.{key}' must be an object"
+        )
+    return value
+
+
+def _check_part(part: Any, path: str) -> None:
+    """One content part of the kinds Chat Completions defines; a part of another
+    type is left to the upstream (a passthrough carries it, a translation names
+    it), and a bare string is read as text by every dialect."""
+    if isinstance(part, str):
+        return
+    if not isinstance(part, dict):
+        raise _invalid("invalid_type", path, f"'{path}' must be an object")
+    _string(part, "type", path, required=True)
+    kind = part["type"]
+    if kind in ("text", "refusal"):
+        _string(part, kind, path, required=True)
+    elif kind == "image_url":
+        image = part.get("image_url")
+        if isinstance(image, str):  # a bare URL: what every dialect also reads
+            return
+        _string(
+            _object(part, "image_url", path), "url", f"{path}.image_url", required=True
+        )
+    elif kind == "input_audio":
+        audio = _object(part, "input_audio", path)
+        _string(audio, "data", f"{path}.input_audio", required=True)
+        _string(audio, "format", f"{path}.input_audio", required=False)
+    elif kind == "file":
+        file = _object(part, "file", path)
+        for key in ("file_data", "file_id", "filename"):
+            _string(file, key, f"{path}.file", required=False)
+
+
+def _check_content(message: dict[str, Any], path: str, *, required: bool) -> None:
+    content = message.get("content")
+    if content is None:
+        if required:
+            raise _invalid(
+                "missing_parameter", f"{path}.content", f"'{path}.content' is required"
+            )
+        return
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _invalid(
+            "invalid_type",
+            f"{path}.content",
+            f"'{path}.content' must be a string or a list of parts",
+        )
+    for index, part in enumerate(content):
+        _check_part(part, f"{path}.content[{index}]")
+
+
+def check_arguments(function: dict[str, Any], path: str) -> None:
+    """A tool call's ``arguments``: a JSON object, as a string (or an object, which
+    the dialects read too); empty means no arguments."""
+    arguments = function.get("arguments")
+    param = f"{path}.arguments"
+    if arguments is None or arguments == "" or isinstance(arguments, dict):
+        return
+    if not isinstance(arguments, str):
+        raise _invalid("invalid_type", param, f"'{param}' must be a JSON string")
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise _invalid(
+            "invalid_value", param, f"'{param}' must be a JSON object in a string"
+        )
+
+
+def _check_tool_calls(message: dict[str, Any], path: str) -> None:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise _invalid(
+            "invalid_type", f"{path}.tool_calls", f"'{path}.tool_calls' must be a list"
+        )
+    for index, call in enumerate(calls):
+        where = f"{path}.tool_calls[{index}]"
+        if not isinstance(call, dict):
+            raise _invalid("invalid_type", where, f"'{where}' must be an object")
+        _string(call, "type", where, required=False)
+        if call.get("type", "function") != "function":
+            continue  # a custom tool's call: the upstream's to judge
+        _string(call, "id", where, required=False)
+        function = _object(call, "function", where)
+        _string(function, "name", f"{where}.function", required=True, empty=False)
+        check_arguments(function, f"{where}.function")
+
+
+#: roles whose message has content of its own (an assistant's may be only calls)
+_CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
+
+
+def check_conversation(body: dict[str, Any]) -> None:
+    """The Chat Completions messages, beyond a list of objects with a role: what a
+    translated attempt would otherwise lose without a word (spec 09 §2.3).  Only
+    the shapes OpenAI defines are checked; unknown keys and part types stay the
+    upstream's to judge."""
+    for index, message in enumerate(body["messages"]):
+        path = f"messages[{index}]"
+        role = message["role"]
+        _check_content(message, path, required=role in _CONTENT_REQUIRED)
+        _string(message, "name", path, required=False)
+        if role == "assistant":
+            _string(message, "refusal", path, required=False)
+            _check_tool_calls(message, path)
+        elif role == "tool":
+            _string(message, "tool_call_id", path, required=True, empty=False)
+
+
+def check_tools(tools: Any) -> None:
+    """Chat Completions ``tools`` (a list, checked before): each a function with a
+    string ``name``; a tool of another ``type`` is the upstream's to judge."""
+    for index, tool in enumerate(tools or ()):
+        path = f"tools[{index}]"
+        if not isinstance(tool, dict):
+            raise _invalid("invalid_type", path, f"'{path}' must be an object")
+        _string(tool, "type", path, required=False)
+        if tool.get("type", "function") != "function":
+            continue
+        function = _object(tool, "function", path)
+        _string(function, "name", f"{path}.function", required=True, empty=False)
+        _string(function, "description", f"{path}.function", required=False)
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            param = f"{path}.function.parameters"
+            raise _invalid("invalid_type", param, f"'{param}' must be an object")
+
+
 #: the client's own ``reasoning_effort``: carried where the model reasons, or where
 #: its capabilities are unknown and the dialect takes the field (09 §2.6)
 OWN_EFFORT = Carried("reasoning_effort", "reasoning_effort", own=True)
@@ -270,7 +446,12 @@ OWN_EFFORT = Carried("reasoning_effort", "reasoning_effort", own=True)
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
     """Validate a chat body; raises ``RequestError`` naming the first bad field."""
-    request = chat_request(parse_body(raw))
+    body = parse_body(raw)
+    request = chat_request(body)
+    check_conversation(body)
+    check_tools(body.get("tools"))
+    if body.get("reasoning_effort") is not None:
+        check_effort(body["reasoning_effort"], "reasoning_effort")
     if request.body.get("reasoning_effort") is not None:
         return dataclasses.replace(request, conditional=(OWN_EFFORT,))
     return request
@@ -295,8 +476,10 @@ def chat_request(
     models = _entry_list(body, "models", _MAX_MODELS)  # row 2
     fallbacks = _entry_list(body, "fallback_models", _MAX_FALLBACKS)  # row 3
     model = body.get("model")
-    if models is None and (not isinstance(model, str) or model == ""):  # row 4
+    if models is None and model in (None, ""):  # row 4
         raise _invalid("missing_parameter", "model", "'model' is required")
+    if models is None and not isinstance(model, str):  # row 4: sent, not a string
+        raise _invalid("invalid_type", "model", "'model' must be a string")
     listed: list[tuple[str, Any]]
     if models is not None:
         listed = [(f"models[{i}]", entry) for i, entry in enumerate(models)]

@@ -266,6 +266,7 @@ class _Translation:
 
     def _tool_result(self, block: dict[str, Any], path: str) -> dict[str, Any]:
         self.marker(block, path)
+        _tool_use_id(block, path)
         content = block.get("content")
         text = content if isinstance(content, str) else text_of(content, "\n\n")
         message: dict[str, Any] = {
@@ -353,6 +354,39 @@ class _Translation:
             body["parallel_tool_calls"] = False
 
 
+def _tool_use_id(block: dict[str, Any], path: str) -> None:
+    """A ``tool_result``'s ``tool_use_id``: what ties it to its call everywhere."""
+    value = block.get("tool_use_id")
+    param = f"{path}.tool_use_id"
+    if value is None or value == "":
+        raise _invalid("missing_parameter", param, f"'{param}' is required")
+    if not isinstance(value, str):
+        raise _invalid("invalid_type", param, f"'{param}' must be a string")
+
+
+#: ``thinking.type`` as Anthropic defines it (Claude Code sends ``adaptive``)
+_THINKING_TYPES = ("enabled", "disabled", "adaptive")
+
+
+def _check_thinking(thinking: Any) -> None:
+    """``thinking``: an object of a known ``type``, its ``budget_tokens`` (when
+    sent) a positive integer."""
+    if thinking is None:
+        return
+    if not isinstance(thinking, dict):
+        raise _invalid("invalid_type", "thinking", "'thinking' must be an object")
+    kind = thinking.get("type")
+    if kind not in _THINKING_TYPES:
+        code = "missing_parameter" if kind is None else "invalid_value"
+        raise _invalid(
+            code,
+            "thinking.type",
+            "'thinking.type' must be enabled, disabled or adaptive",
+        )
+    if thinking.get("budget_tokens") is not None:
+        positive_int(thinking["budget_tokens"], "thinking.budget_tokens")
+
+
 def _max_tokens(body: dict[str, Any]) -> int | None:
     value = body.get("max_tokens")
     if value is None:
@@ -377,6 +411,7 @@ def to_chat(
         k: body[k] for k in (*_GATEWAY_FIELDS, "model") if k in body
     }
     messages = t.messages(body.get("messages"))
+    _check_thinking(body.get("thinking"))
     if not messages:  # every block was of a kind the canonical form cannot hold
         path = t.dropped[0] if t.dropped else "messages"
         raise _invalid(

@@ -52,6 +52,8 @@ from gateway.inbound.base import (
 from gateway.inbound.chat import (
     GATEWAY_FIELDS,
     chat_request,
+    check_arguments,
+    check_effort,
     model_sent,
     parse_body,
     positive_int,
@@ -166,6 +168,22 @@ def _validate(body: dict[str, Any]) -> None:
                 kind, "an object"
             )
             raise _invalid("invalid_type", name, f"'{name}' must be {label}")
+    reasoning = body.get("reasoning")
+    if reasoning is not None and reasoning.get("effort") is not None:
+        check_effort(reasoning["effort"], "reasoning.effort")
+
+
+def _call_id(item: dict[str, Any], path: str) -> None:
+    """A tool output's ``call_id``: what ties it to its call on every upstream."""
+    value = item.get("call_id")
+    if value is None or value == "":
+        raise _invalid(
+            "missing_parameter", f"{path}.call_id", f"'{path}.call_id' is required"
+        )
+    if not isinstance(value, str):
+        raise _invalid(
+            "invalid_type", f"{path}.call_id", f"'{path}.call_id' must be a string"
+        )
 
 
 # --- body -> canonical ----------------------------------------------------------------
@@ -220,8 +238,12 @@ class _Translation:
                 if message is not None:
                     out.append(message)
             elif kind in _CALLS:
+                if prefix is not None and kind == "function_call":
+                    check_arguments(item, path)
                 self._call(out, item, kind)
             elif kind in _OUTPUTS:
+                if prefix is not None:
+                    _call_id(item, path)
                 out.append(self._output(item))
             elif kind == "reasoning":
                 # no user content (09 §2.6: dropped silently), but the signed

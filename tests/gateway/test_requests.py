@@ -96,12 +96,14 @@ def test_fallback_models_problem_is_reported_before_a_missing_model(refusal):
 # --- row 4 --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "body",
-    [{}, {"model": None}, {"model": ""}, {"model": 5}, {"model": ["pa/m1"]}],
-)
-def test_missing_or_non_string_model_is_missing_parameter(refusal, body):
+@pytest.mark.parametrize("body", [{}, {"model": None}, {"model": ""}])
+def test_missing_or_empty_model_is_missing_parameter(refusal, body):
     assert refusal(body) == (400, "missing_parameter", "model")
+
+
+@pytest.mark.parametrize("model", [5, ["pa/m1"], {"id": "pa/m1"}, True])
+def test_a_model_of_the_wrong_type_is_invalid_type(refusal, model):
+    assert refusal({"model": model}) == (400, "invalid_type", "model")
 
 
 def test_fallback_models_alone_is_missing_parameter_model(refusal):

@@ -94,7 +94,7 @@ def test_malformed_json_is_400_invalid_json(client):
         ({"messages": MESSAGES}, 400, "missing_parameter", "model"),
         ({"model": "pa/m1"}, 400, "missing_parameter", "messages"),
         ({"model": "pa/m1", "messages": "hi"}, 400, "invalid_type", "messages"),
-        ({"model": 5, "messages": MESSAGES}, 400, "missing_parameter", "model"),
+        ({"model": 5, "messages": MESSAGES}, 400, "invalid_type", "model"),
         (
             {"model": "pa/m1", "messages": MESSAGES, "stream": "yes"},
             400,
