@@ -37,6 +37,7 @@ THINKING_BUDGETS = {
     "medium": 8192,
     "high": 16384,
     "xhigh": 32768,
+    "max": 32768,  # as xhigh: within the gateway's own max_tokens cap it is the same
 }
 MIN_THINKING_BUDGET = 1024
 #: Anthropic requires max_tokens; OpenAI clients may omit it

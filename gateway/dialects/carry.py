@@ -28,6 +28,7 @@ path is built when nothing is left out (the answer is then the empty tuple).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -145,6 +146,30 @@ class Odd(NamedTuple):
     text_only: bool = False
     #: the tool's type (None: not a tool)
     tool: str | None = None
+    #: a history tool call's ``arguments`` that are no JSON object
+    arguments: bool = False
+
+
+def _no_object(arguments: Any) -> bool:
+    """Tool-call ``arguments`` a translation to a JSON-object field cannot carry: a
+    non-empty string that is no JSON object (a model's truncated call)."""
+    if not isinstance(arguments, str) or not arguments:
+        return False
+    try:
+        return not isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return True
+
+
+def _odd_calls(message: JSON, i: int) -> tuple[Odd, ...]:
+    calls = message.get("tool_calls")
+    odd: tuple[Odd, ...] = ()
+    for j, call in enumerate(calls if isinstance(calls, list) else ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and _no_object(function.get("arguments")):
+            path = f"messages[{i}].tool_calls[{j}].function.arguments"
+            odd += (Odd(path, arguments=True),)
+    return odd
 
 
 def odd_elements(body: JSON) -> tuple[Odd, ...]:
@@ -160,6 +185,8 @@ def odd_elements(body: JSON) -> tuple[Odd, ...]:
         if role not in _ROLES:
             odd += (Odd(f"messages[{i}]"),)
             continue
+        if role == "assistant" and message.get("tool_calls"):
+            odd += _odd_calls(message, i)
         content = message.get("content")
         if not isinstance(content, list):
             continue
@@ -187,6 +214,9 @@ class Carry:
     tools: frozenset[str] = _FUNCTION
     #: the most stop sequences taken (None: every one)
     max_stops: int | None = None
+    #: tool-call ``arguments`` that are no JSON object are sent as they are (a
+    #: wire whose arguments are a string); False: they become ``{}``
+    arguments: bool = False
     #: fields left out for what the body as a whole holds (Anthropic's thinking in
     #: a tool turn, or without room for the answer); None: none
     whole: Callable[[JSON], tuple[str, ...]] | None = None
@@ -213,7 +243,9 @@ class Carry:
             if isinstance(stop, list) and len(stop) > self.max_stops:
                 left += tuple(f"stop[{i}]" for i in range(self.max_stops, len(stop)))
         for item in odd_elements(body) if odd is None else odd:
-            if item.tool is not None:
+            if item.arguments:
+                sent = self.arguments
+            elif item.tool is not None:
                 sent = item.tool in self.tools
             else:
                 sent = item.part is not None and self.part(item.part, item.text_only)

@@ -99,6 +99,7 @@ THINKING_BUDGETS = {
     "medium": 8192,
     "high": 24576,
     "xhigh": 32768,
+    "max": 32768,  # the most any Gemini model takes (capped per family)
 }
 #: the smallest budget every thinking Gemini model accepts
 MIN_THINKING_BUDGET = 128

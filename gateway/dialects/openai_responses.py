@@ -245,6 +245,7 @@ UNSENT = Carry(
         {**OPENAI_ONLY, **SAMPLING_EXTRAS, "stop": nonempty, "top_k": any_value}
     ),
     part=text_or(frozenset({"image_url", "file"})),
+    arguments=True,  # a function_call item's arguments are the string as sent
 )
 
 

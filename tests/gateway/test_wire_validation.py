@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from gateway.dialects.anthropic import UNSENT as ANTHROPIC_UNSENT
+from gateway.dialects.gemini import UNSENT as GEMINI_UNSENT
+from gateway.dialects.openai_responses import UNSENT as RESPONSES_UNSENT
 from gateway.inbound.chat import EFFORTS, parse_chat_request
 from gateway.inbound.completions import parse_completions_request
 from gateway.inbound.embeddings import parse_embeddings_request
@@ -181,16 +184,29 @@ def test_a_malformed_message_is_refused_naming_its_path(conversation, code, para
 @pytest.mark.parametrize(
     "arguments", ["{not json", '{"q": "x"', "[1, 2]", "5", "null", "  "]
 )
-def test_history_tool_call_arguments_that_are_no_json_object_are_refused(arguments):
+def test_history_tool_call_arguments_that_are_no_json_object_pass_and_are_named(
+    arguments,
+):
+    """OpenAI takes them, and a model's truncated call replayed by an agent must
+    not stop its conversation; a translation that makes them ``{}`` names them, a
+    Responses upstream carries the string as sent."""
     call = {**CALL, "function": {"name": "lookup", "arguments": arguments}}
     conversation = [
         USER,
         {"role": "assistant", "content": None, "tool_calls": [CALL, call]},
     ]
 
-    assert refused(chat, messages=conversation) == (
-        "invalid_value",
-        "messages[1].tool_calls[1].function.arguments",
+    body = chat(messages=conversation).body
+    assert body["messages"][1]["tool_calls"][1]["function"]["arguments"] == arguments
+    path = "messages[1].tool_calls[1].function.arguments"
+    assert ANTHROPIC_UNSENT(body) == (path,)
+    assert GEMINI_UNSENT(body) == (path,)
+    assert RESPONSES_UNSENT(body) == ()
+    assert (
+        ANTHROPIC_UNSENT(
+            chat(messages=[USER, {**conversation[1], "tool_calls": [CALL]}]).body
+        )
+        == ()
     )
 
 
@@ -462,7 +478,7 @@ def test_an_absent_model_is_still_missing_parameter(model):
 
 
 @pytest.mark.parametrize("arguments", ["{not json", "[1]"])
-def test_a_responses_function_call_with_arguments_no_json_object_is_refused(
+def test_a_responses_function_call_with_arguments_no_json_object_passes(
     arguments,
 ):
     items = [
@@ -471,7 +487,8 @@ def test_a_responses_function_call_with_arguments_no_json_object_is_refused(
         {"type": "function_call_output", "call_id": "c1", "output": "42"},
     ]
 
-    assert refused(responses, input=items) == ("invalid_value", "input[1].arguments")
+    body = responses(input=items).body
+    assert body["messages"][1]["tool_calls"][0]["function"]["arguments"] == arguments
 
 
 def test_a_responses_tool_round_trip_passes():

@@ -88,25 +88,6 @@ def _openai_error(response: httpx.Response, code: str, param: str) -> None:
             "messages[2].tool_call_id",
         ),
         (
-            {
-                "messages": [
-                    USER,
-                    {
-                        "role": "assistant",
-                        "tool_calls": [
-                            {
-                                **CALL,
-                                "function": {"name": "f", "arguments": "{not json"},
-                            }
-                        ],
-                    },
-                    {"role": "tool", "tool_call_id": "call_1", "content": "42"},
-                ]
-            },
-            "invalid_value",
-            "messages[1].tool_calls[0].function.arguments",
-        ),
-        (
             {"messages": [USER], "tools": [{"type": "function"}]},
             "missing_parameter",
             "tools[0].function",
@@ -169,6 +150,47 @@ def test_a_valid_tool_conversation_still_reaches_the_translated_target(
         "lookup",
         {"q": "x"},
     )
+
+
+TRUNCATED = [
+    USER,
+    {
+        "role": "assistant",
+        "tool_calls": [{**CALL, "function": {"name": "f", "arguments": '{"q": "x'}}],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "cut short"},
+]
+
+
+def test_a_truncated_tool_call_in_history_is_sent_and_named_where_translated(
+    gateway, upstream
+):
+    """A model's call cut short, replayed by an agent: the OpenAI-compatible
+    upstream gets it as sent; Anthropic's wire (whose input is an object) gets
+    ``{}`` and the header names it; under Strict that is a 400."""
+    relayed = _post(
+        gateway, "/v1/chat/completions", {"model": "pa/m1", "messages": TRUNCATED}
+    )
+    assert relayed.status_code == 200, relayed.text
+    assert "x-omniroute-dropped" not in relayed.headers
+    sent = upstream.requests()[-1]["body"]
+    assert sent["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"q": "x'
+
+    path = "messages[1].tool_calls[0].function.arguments"
+    translated = _post(
+        gateway, "/v1/chat/completions", {"model": "pc/m3", "messages": TRUNCATED}
+    )
+    assert translated.status_code == 200, translated.text
+    assert translated.headers["x-omniroute-dropped"] == path
+    assert upstream.requests()[-1]["body"]["messages"][1]["content"][0]["input"] == {}
+
+    strict = httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEY_ALL}", "X-OmniRoute-Strict": "true"},
+        json={"model": "pc/m3", "messages": TRUNCATED},
+        timeout=30,
+    )
+    _openai_error(strict, "unsupported_parameter", path)
 
 
 @pytest.mark.parametrize(
