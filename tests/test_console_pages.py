@@ -245,3 +245,14 @@ def test_the_sidebar_icons_are_hidden_from_screen_readers(root: Client):
     icons = re.findall(r"<span[^>]*material-symbols-outlined[^>]*>", sidebar)
     assert len(icons) > 10  # every navigation entry has one
     assert [i for i in icons if 'aria-hidden="true"' not in i] == []
+
+
+def test_a_list_pages_labelled_icons_are_hidden_from_screen_readers(root: Client):
+    page = root.get("/admin/providers/connection/").content.decode()
+
+    # Filters, Reset filters, the chevron between the header's "Upstreams" and
+    # "Connections"
+    for icon in ("filter_list", "filter_list_off", "chevron_right"):
+        spans = re.findall(rf"<span[^>]*>\s*{icon}\s*</span>", page)
+        assert spans, icon
+        assert all('aria-hidden="true"' in s for s in spans), spans
