@@ -101,7 +101,9 @@ class JobRunAdmin(ModelAdmin):
         return [jobs, *super().get_urls()]
 
     def jobs_view(self, request: HttpRequest) -> HttpResponse:
-        """GET: the Jobs page (``console_access.JOBS_PERMISSION``).  POST ``job=<name>``: Run now."""
+        """GET: the Jobs page (``console_access.JOBS_PERMISSION``).
+
+        POST ``job=<name>``: Run now (``RUN_JOB_PERMISSION``)."""
         refuse_unless(request.user, "jobs")
         can_run = request.user.has_perm(RUN_JOB_PERMISSION)
         if request.method == "POST":

@@ -209,7 +209,8 @@ def test_run_now_refused_names_its_permission():
 
     assert page.status_code == 200
     assert refused.status_code == 403
-    assert "Run now needs the permission: telemetry.run_job." in refused.content.decode()
+    said = refused.content.decode()
+    assert "Run now needs the permission: telemetry.run_job." in said
 
 
 def test_applying_a_configuration_refused_says_it_needs_a_superuser():

@@ -107,7 +107,6 @@ def test_the_logout_button_is_named_log_out(admin_page: Any):
     assert page.get_by_role("button", name="Log out logout").count() == 0
 
 
-
 def test_the_sidebar_entries_are_named_by_their_labels_alone(admin_page: Any):
     page = admin_page
     page.goto("/admin/")

@@ -4,8 +4,9 @@ failing on cue), asserting what the operator sees: a failover combo built in the
 targets editor fails over in the live feed; an ``auto`` combo and a key's failover
 defaults set through their forms, not JSON; the gateway settings form; a job run
 from the Jobs page; a failing connection found by the health filter and re-enabled
-(the action asks first, listing the selection's states) with an honest count; Explain route reached from the pages that link it; REST and
-import edits in a row's History, saying who made them.
+(the action asks first, listing the selection's states) with an honest count;
+Explain route reached from the pages that link it; REST and import edits in a row's
+History, saying who made them.
 
 The dashboard's health board, the shadow confirmation, the YAML round trip and the
 playground are in ``test_console_browser.py``; the live feed's filters, pause and

@@ -83,9 +83,7 @@ def _act(client: Client, action: str, pk: int, **confirm: str) -> str:
     return response.content.decode()
 
 
-def test_reset_action_asks_first_then_clears_the_health_state(
-    admin_client, connection
-):
+def test_reset_action_asks_first_then_clears_the_health_state(admin_client, connection):
     conn = connection_key("hp", "main")
     for _ in range(5):
         _fail(conn, "server_error")
