@@ -38,7 +38,7 @@ from combos.admin_forms import console_text
 from combos.config_apply import apply_plan
 from combos.config_export import export_yaml
 from combos.config_file import ConfigFileError, import_config, plan_import
-from providers.console_access import EXPORT_PERMISSIONS
+from providers.console_access import refuse_unless
 
 logger = logging.getLogger(__name__)
 
@@ -134,14 +134,9 @@ def _count_lines(counts: dict[str, dict[str, int]]) -> list[str]:
     ]
 
 
-def _can_export(request: HttpRequest) -> bool:
-    return bool(request.user.has_perms(EXPORT_PERMISSIONS))
-
-
 def config_view(request: HttpRequest) -> HttpResponse:
     """GET: the page; POST ``action=preview|apply``: superusers only."""
-    if not _can_export(request):
-        raise PermissionDenied
+    refuse_unless(request.user, "config")
     can_import = bool(getattr(request.user, "is_superuser", False))
     context: dict[str, Any] = {
         **admin.site.each_context(request),
@@ -151,7 +146,7 @@ def config_view(request: HttpRequest) -> HttpResponse:
     }
     if request.method == "POST":
         if not can_import:
-            raise PermissionDenied
+            raise PermissionDenied("Applying a configuration file needs a superuser.")
         form = ConfigUploadForm(request.POST, request.FILES)
         context["form"] = form
         if form.is_valid():
@@ -201,8 +196,7 @@ def _apply(
 
 
 def export_view(request: HttpRequest) -> HttpResponse:
-    if not _can_export(request):
-        raise PermissionDenied
+    refuse_unless(request.user, "config")
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = HttpResponse(export_yaml(), content_type="application/yaml")
     response["Content-Disposition"] = (

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -566,6 +567,23 @@ class ProviderAdmin(FieldHistory, ModelAdmin):
         services.bump_config_revision()
 
 
+HEALTH_ACTION_CONFIRM_TEMPLATE = "admin/providers/connection/health_action_confirm.html"
+#: the connection list's health actions: their verb and what they clear, for the
+#: page that asks first (the dashboard's Reset / Re-enable ask the same way)
+HEALTH_ACTIONS = {
+    "reset_health": (
+        "Reset",
+        "clears their breaker, cooldown, auth disable and locked models: requests "
+        "are routed to them again at once, even if the upstream is still failing",
+    ),
+    "reenable_now": (
+        "Re-enable",
+        "clears their auth disable: requests are routed to them again at once, with "
+        "the credential that was refused",
+    ),
+}
+
+
 def health_badge(obj: Connection) -> str:
     """A connection's health as the console shows it: one badge in words, what it
     is, and the time left counting down (issue #15)."""
@@ -728,11 +746,43 @@ class ConnectionAdmin(FieldHistory, ModelAdmin):
             ", ", "{} ({})", ((m, omr_left(_aware(u))) for m, u in locks)
         )
 
+    def _ask_first(
+        self, request: HttpRequest, queryset: Any, action: str
+    ) -> TemplateResponse | None:
+        """The health actions ask first, as Delete does: the first POST renders a
+        page listing the selected connections and their state now; its "Yes"
+        re-posts the action with ``post=yes``, which acts (``None`` here)."""
+        if request.POST.get("post") == "yes":
+            return None
+        verb, effect = HEALTH_ACTIONS[action]
+        rows = [
+            {"connection": c, "health": health_badge(c)}
+            for c in queryset.select_related("provider").order_by(
+                "provider__slug", "name"
+            )
+        ]
+        count = len(rows)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{verb} {count} connection{'' if count == 1 else 's'}?",
+            "opts": self.model._meta,
+            "media": self.media,
+            "rows": rows,
+            "action": action,
+            "verb": verb,
+            "effect": effect,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, HEALTH_ACTION_CONFIRM_TEMPLATE, context)
+
     @admin.action(
         description="Reset health state (breaker, cooldown, auth, locks)",
         permissions=("change",),
     )
-    def reset_health(self, request: HttpRequest, queryset: Any) -> None:
+    def reset_health(self, request: HttpRequest, queryset: Any) -> Any:
+        asked = self._ask_first(request, queryset, "reset_health")
+        if asked is not None:
+            return asked
         count = 0
         for connection in queryset.select_related("provider"):
             board.reset(connection_key(connection.provider.slug, connection.name))
@@ -741,11 +791,15 @@ class ConnectionAdmin(FieldHistory, ModelAdmin):
             "admin %s reset the health state of %d connection(s)", request.user, count
         )
         self.message_user(request, f"Health state reset for {count} connection(s).")
+        return None
 
     @admin.action(
         description="Re-enable now (clear an auth disable)", permissions=("change",)
     )
-    def reenable_now(self, request: HttpRequest, queryset: Any) -> None:
+    def reenable_now(self, request: HttpRequest, queryset: Any) -> Any:
+        asked = self._ask_first(request, queryset, "reenable_now")
+        if asked is not None:
+            return asked
         disabled = []
         for connection in queryset.select_related("provider"):
             key = connection_key(connection.provider.slug, connection.name)
@@ -763,6 +817,7 @@ class ConnectionAdmin(FieldHistory, ModelAdmin):
                 "None of the selected connections was auth-disabled.",
                 level=messages.INFO,
             )
+        return None
 
     @admin.display(description="credential")
     def secret(self, obj: Connection) -> str:

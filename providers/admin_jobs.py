@@ -23,7 +23,7 @@ from django.utils import timezone
 from unfold.admin import ModelAdmin
 
 from providers import scheduler, services
-from providers.console_access import JOBS_PERMISSION
+from providers.console_access import refuse_unless
 from providers.job_runner import job_statuses
 from providers.jobs import TriggeredBy, load_jobs, start_job
 from providers.models import CatalogModel, JobRun
@@ -101,13 +101,16 @@ class JobRunAdmin(ModelAdmin):
         return [jobs, *super().get_urls()]
 
     def jobs_view(self, request: HttpRequest) -> HttpResponse:
-        """GET: the Jobs page (``JOBS_PERMISSION``).  POST ``job=<name>``: Run now."""
-        if not request.user.has_perm(JOBS_PERMISSION):
-            raise PermissionDenied
+        """GET: the Jobs page (``console_access.JOBS_PERMISSION``).
+
+        POST ``job=<name>``: Run now (``RUN_JOB_PERMISSION``)."""
+        refuse_unless(request.user, "jobs")
         can_run = request.user.has_perm(RUN_JOB_PERMISSION)
         if request.method == "POST":
             if not can_run:
-                raise PermissionDenied
+                raise PermissionDenied(
+                    f"Run now needs the permission: {RUN_JOB_PERMISSION}."
+                )
             name = request.POST.get("job", "")
             if name not in load_jobs():
                 return HttpResponseBadRequest("unknown job")

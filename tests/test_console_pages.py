@@ -1,12 +1,15 @@
 """Small facts of the console's pages (issue #15): the favicon, the logged-out page's
-words, the heading of add pages, and a refused request logged in one line."""
+words, the heading of add pages, a refused request logged in one line, each refused
+page naming the permissions it needs, and the navigation's icons hidden from screen
+readers."""
 
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +164,96 @@ def test_a_403_outside_the_admin_stays_json(root: Client):
     assert response.status_code == 403
     assert response["Content-Type"].startswith("application/json")
     assert b'"code":"permission_denied"' in response.content.replace(b" ", b"")
+
+
+@pytest.fixture
+def plain_staff() -> Client:
+    client = Client()
+    client.force_login(User.objects.create_user("staff", password="pw", is_staff=True))
+    return client
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "named"),
+    [
+        ("get", "/admin/playground/", "The playground needs the permissions"),
+        ("post", "/admin/playground/", "combos.change_apikey"),
+        ("get", "/admin/config/", "Configuration as code needs the permissions"),
+        ("get", "/admin/config/export.yaml", "providers.view_connection"),
+        ("post", "/admin/config/", "combos.view_smartroute"),
+        ("get", "/admin/providers/jobrun/jobs/", "The Jobs page needs the permissions"),
+        ("post", "/admin/providers/jobrun/jobs/", "providers.view_jobrun"),
+        ("get", "/admin/providers/provider/1/discover/", "providers.change_provider"),
+        ("get", "/admin/providers/connection/test/?ids=1", "Test connection needs"),
+    ],
+)
+def test_a_refused_console_page_names_the_permissions_it_needs(
+    plain_staff: Client, method: str, url: str, named: str
+):
+    response = getattr(plain_staff, method)(url, HTTP_ACCEPT="text/html")
+
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert 'id="omr-forbidden"' in page  # the console's frame, not a bare 403
+    assert named in page
+
+
+def test_run_now_refused_names_its_permission():
+    staff = User.objects.create_user("viewer", password="pw", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_jobrun"))
+    client = Client()
+    client.force_login(staff)
+
+    page = client.get("/admin/providers/jobrun/jobs/")
+    refused = client.post("/admin/providers/jobrun/jobs/", {"job": "sync_models_dev"})
+
+    assert page.status_code == 200
+    assert refused.status_code == 403
+    said = refused.content.decode()
+    assert "Run now needs the permission: telemetry.run_job." in said
+
+
+def test_applying_a_configuration_refused_says_it_needs_a_superuser():
+    staff = User.objects.create_user("exporter", password="pw", is_staff=True)
+    staff.user_permissions.add(
+        *(
+            Permission.objects.get_by_natural_key(
+                perm.split(".")[1], perm.split(".")[0], model
+            )
+            for perm, model in (
+                ("providers.view_provider", "provider"),
+                ("providers.view_connection", "connection"),
+                ("combos.view_combo", "combo"),
+                ("combos.view_apikey", "apikey"),
+                ("combos.view_smartroute", "smartroute"),
+            )
+        )
+    )
+    client = Client()
+    client.force_login(staff)
+
+    assert client.get("/admin/config/").status_code == 200
+    refused = client.post("/admin/config/", {"action": "preview"})
+
+    assert refused.status_code == 403
+    assert "needs a superuser" in refused.content.decode()
+
+
+def test_the_sidebar_icons_are_hidden_from_screen_readers(root: Client):
+    page = root.get("/admin/").content.decode()
+    sidebar = page.split('id="nav-sidebar-apps"')[1].split('id="main"')[0]
+
+    icons = re.findall(r"<span[^>]*material-symbols-outlined[^>]*>", sidebar)
+    assert len(icons) > 10  # every navigation entry has one
+    assert [i for i in icons if 'aria-hidden="true"' not in i] == []
+
+
+def test_a_list_pages_labelled_icons_are_hidden_from_screen_readers(root: Client):
+    page = root.get("/admin/providers/connection/").content.decode()
+
+    # Filters, Reset filters, the chevron between the header's "Upstreams" and
+    # "Connections"
+    for icon in ("filter_list", "filter_list_off", "chevron_right"):
+        spans = re.findall(rf"<span[^>]*>\s*{icon}\s*</span>", page)
+        assert spans, icon
+        assert all('aria-hidden="true"' in s for s in spans), spans

@@ -15,7 +15,6 @@ Both need the change permission of the model they probe; both feed no health.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -23,7 +22,7 @@ from django.urls import reverse
 
 from gateway.config.snapshot import probe_info
 from gateway.ops.probe import Probe, discover, test_connection
-from providers.console_access import may_open
+from providers.console_access import refuse_unless
 from providers.models import Connection, Provider
 from providers.services import add_discovered_models
 
@@ -31,8 +30,7 @@ DISCOVER_TEMPLATE = "admin/providers/discover.html"
 
 
 def discover_view(request: HttpRequest, pk: int) -> HttpResponse:
-    if not may_open(request.user, "discover"):
-        raise PermissionDenied
+    refuse_unless(request.user, "discover")
     provider = get_object_or_404(Provider, pk=pk)
     change_url = reverse("admin:providers_provider_change", args=[provider.pk])
     if request.method == "POST":
@@ -72,8 +70,7 @@ def _report(connection: Connection, probe: Probe) -> tuple[int, str]:
 
 
 def test_connection_view(request: HttpRequest) -> HttpResponse:
-    if not may_open(request.user, "test_connection"):
-        raise PermissionDenied
+    refuse_unless(request.user, "test_connection")
     ids = [int(i) for i in request.GET.get("ids", "").split(",") if i.isdigit()]
     for connection in Connection.objects.filter(pk__in=ids).select_related("provider"):
         info = probe_info(connection.provider, connection)

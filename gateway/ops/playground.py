@@ -19,7 +19,6 @@ import orjson
 from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
@@ -31,7 +30,7 @@ from gateway.inbound.chat import WIRE as CHAT_WIRE
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.pipeline.context import ChatContext
 from gateway.pipeline.record import RunRecord
-from providers.console_access import PLAYGROUND_PERMISSION
+from providers.console_access import PLAYGROUND_PERMISSION, refuse_unless
 
 TEMPLATE = "admin/playground.html"
 PERMISSION = PLAYGROUND_PERMISSION
@@ -154,8 +153,7 @@ async def send(key: KeyPolicy, model: str, message: str, max_tokens: int) -> Out
 
 
 def playground_view(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm(PERMISSION):
-        raise PermissionDenied
+    refuse_unless(request.user, "playground")
     table = async_to_sync(tables.ensure)()
     data = request.POST if request.method == "POST" else None
     initial = {k: request.GET[k] for k in ("key", "model") if k in request.GET}

@@ -2,7 +2,8 @@
 console fixtures of ``conftest`` (``admin_page``): an uploaded YAML file with a
 change applies after its preview (the browser sends the previewed text back with
 CRLF line ends); the health board's Reset and Re-enable ask first, naming the
-connection, and say what they did; the logout button is named "Log out"; the Jobs
+connection, and say what they did; the logout button is named "Log out" and the
+sidebar's entries by their labels alone (no icon ligature text); the Jobs
 page's counts wrap only between items; staff without the logs' view rights see no
 link to the traffic overview or the live feed and get the admin's 403 page."""
 
@@ -104,6 +105,29 @@ def test_the_logout_button_is_named_log_out(admin_page: Any):
     button.wait_for()
     assert button.count() == 1
     assert page.get_by_role("button", name="Log out logout").count() == 0
+
+
+def test_the_sidebar_entries_are_named_by_their_labels_alone(admin_page: Any):
+    page = admin_page
+    page.goto("/admin/")
+    sidebar = page.locator("#nav-sidebar")
+    for group in ("Upstreams", "Routing", "Operations"):  # collapsed until opened
+        # named without its chevron icon, too
+        sidebar.get_by_role("heading", name=group, exact=True).click()
+
+    for label, icon in (
+        ("Dashboard", "dashboard"),
+        ("Providers", "dns"),
+        ("Connections", "power"),
+        ("Combos", "hub"),
+        ("Jobs", "schedule"),
+        ("Configuration as code", "code"),
+    ):
+        link = sidebar.get_by_role("link", name=label, exact=True)
+        assert link.count() == 1, label
+        # the icon is still drawn, only hidden from the accessibility tree
+        assert link.locator("[aria-hidden=true]").inner_text().strip() == icon
+        assert sidebar.get_by_role("link", name=f"{icon} {label}").count() == 0
 
 
 def test_the_jobs_counts_break_between_items_only(gateway: Gateway, admin_page: Any):

@@ -4,8 +4,9 @@ failing on cue), asserting what the operator sees: a failover combo built in the
 targets editor fails over in the live feed; an ``auto`` combo and a key's failover
 defaults set through their forms, not JSON; the gateway settings form; a job run
 from the Jobs page; a failing connection found by the health filter and re-enabled
-with an honest count; Explain route reached from the pages that link it; REST and
-import edits in a row's History, saying who made them.
+(the action asks first, listing the selection's states) with an honest count;
+Explain route reached from the pages that link it; REST and import edits in a row's
+History, saying who made them.
 
 The dashboard's health board, the shadow confirmation, the YAML round trip and the
 playground are in ``test_console_browser.py``; the live feed's filters, pause and
@@ -332,6 +333,14 @@ def test_find_the_failing_connection_by_health_and_reenable_it_honestly(
         ).check()
     page.select_option("select[name=action]", "reenable_now")
     page.click("button[name=index]")
+    # the action asks first, listing both with their state; Yes acts
+    asked = page.locator("#omr-bulk-confirm[data-action='reenable_now']")
+    asked.wait_for()
+    listed = asked.locator("#omr-bulk-connections tbody tr")
+    assert listed.count() == 2
+    disabled = asked.locator("tr[data-connection='pa@main'] .omr-badge")
+    assert disabled.get_attribute("data-health") == "auth_disabled"
+    page.click("#omr-bulk-yes")
     message = page.locator("text=Re-enabled 1: pa@main.")
     message.wait_for()
     page.goto("/admin/providers/connection/?health=unhealthy")

@@ -73,40 +73,77 @@ def test_changelist_shows_breaker_auth_and_locks(admin_client, connection):
     board.reset(conn)
 
 
-def test_reset_action_clears_the_health_state(admin_client, connection):
+def _act(client: Client, action: str, pk: int, **confirm: str) -> str:
+    response = client.post(
+        "/admin/providers/connection/",
+        {"action": action, "_selected_action": [pk], **confirm},
+        follow=True,
+    )
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_reset_action_asks_first_then_clears_the_health_state(admin_client, connection):
     conn = connection_key("hp", "main")
     for _ in range(5):
         _fail(conn, "server_error")
-    response = admin_client.post(
-        "/admin/providers/connection/",
-        {"action": "reset_health", "_selected_action": [connection.pk]},
-        follow=True,
-    )
-    assert "Health state reset for 1 connection(s)." in response.content.decode()
+
+    asked = _act(admin_client, "reset_health", connection.pk)
+
+    # the first POST is the question: the connection, its state now, a Yes that
+    # re-posts the action with post=yes; nothing is reset yet
+    assert 'id="omr-bulk-confirm" data-action="reset_health"' in asked
+    assert "Reset 1 connection?" in asked
+    assert '<tr data-connection="hp@main">' in asked
+    assert 'data-health="open">open</span>' in asked
+    assert f'name="_selected_action" value="{connection.pk}"' in asked
+    assert '<input type="hidden" name="post" value="yes">' in asked
+    assert "Yes, reset 1 connection</button>" in asked
+    assert board.skip_reason(conn, "m1", 0, time.time()) is not None
+
+    done = _act(admin_client, "reset_health", connection.pk, post="yes")
+
+    assert "Health state reset for 1 connection(s)." in done
     assert board.skip_reason(conn, "m1", 0, time.time()) is None
 
 
-def test_reenable_action_clears_an_auth_disable(admin_client, connection):
+def test_reenable_action_asks_first_then_clears_an_auth_disable(
+    admin_client, connection
+):
     conn = connection_key("hp", "main")
     _fail(conn, "server_error", "auth_failed")
     assert board.skip_reason(conn, "m1", 0, time.time()).reason == "auth_disabled"
-    done = admin_client.post(
-        "/admin/providers/connection/",
-        {"action": "reenable_now", "_selected_action": [connection.pk]},
-        follow=True,
-    )
+
+    asked = _act(admin_client, "reenable_now", connection.pk)
+
+    assert 'id="omr-bulk-confirm" data-action="reenable_now"' in asked
+    assert "Re-enable 1 connection?" in asked
+    assert 'data-health="auth_disabled">auth disabled</span>' in asked
+    assert "Incorrect API key provided" in asked
+    assert board.skip_reason(conn, "m1", 0, time.time()).reason == "auth_disabled"
+
+    done = _act(admin_client, "reenable_now", connection.pk, post="yes")
+
     assert board.skip_reason(conn, "m1", 0, time.time()) is None
-    assert "Re-enabled 1: hp@main." in done.content.decode()
+    assert "Re-enabled 1: hp@main." in done
     # nothing was disabled: the message says so instead of counting the selection
-    again = admin_client.post(
-        "/admin/providers/connection/",
-        {"action": "reenable_now", "_selected_action": [connection.pk]},
-        follow=True,
-    )
-    assert "None of the selected connections was auth-disabled." in (
-        again.content.decode()
-    )
+    again = _act(admin_client, "reenable_now", connection.pk, post="yes")
+    assert "None of the selected connections was auth-disabled." in again
     board.reset(conn)
+
+
+def test_the_question_lists_every_selected_connection(admin_client, connection):
+    other = Connection.objects.create(provider=connection.provider, name="spare")
+
+    asked = admin_client.post(
+        "/admin/providers/connection/",
+        {"action": "reset_health", "_selected_action": [connection.pk, other.pk]},
+    ).content.decode()
+
+    assert "Reset 2 connections?" in asked
+    assert '<tr data-connection="hp@main">' in asked
+    assert '<tr data-connection="hp@spare">' in asked
+    assert "Yes, reset 2 connections</button>" in asked
 
 
 def test_provider_page_shows_each_connection_health(admin_client, connection):
