@@ -257,3 +257,28 @@ def test_a_list_pages_labelled_icons_are_hidden_from_screen_readers(root: Client
         spans = re.findall(rf"<span[^>]*>\s*{icon}\s*</span>", page)
         assert spans, icon
         assert all('aria-hidden="true"' in s for s in spans), spans
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        (
+            "/admin/smart-routes/any/",
+            "Trying a smart route needs the permission: combos.view_smartroute.",
+        ),
+        (
+            "/admin/dashboard/health/?connection=1&action=reset",
+            "Resetting a connection needs the permission: "
+            "providers.change_connection.",
+        ),
+    ],
+)
+def test_the_smart_route_page_and_the_board_button_name_what_they_need(path, said):
+    staff = User.objects.create_user("plain-staff", password="pw", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+
+    refused = client.get(path)
+
+    assert refused.status_code == 403
+    assert said in refused.content.decode()

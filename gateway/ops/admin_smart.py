@@ -301,7 +301,9 @@ def try_request(
 
 def smart_route_view(request: HttpRequest, alias: str) -> HttpResponse:
     if not request.user.has_perm("combos.view_smartroute"):
-        raise PermissionDenied
+        raise PermissionDenied(
+            "Trying a smart route needs the permission: combos.view_smartroute."
+        )
     route = get_object_or_404(SmartRoute, alias=alias)
     form = ClassifyForm(request.POST if request.method == "POST" else None)
     result = None

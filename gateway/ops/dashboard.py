@@ -309,7 +309,9 @@ def health_action_view(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "POST"):
         return HttpResponseBadRequest("GET or POST only")
     if not request.user.has_perm("providers.change_connection"):
-        raise PermissionDenied
+        raise PermissionDenied(
+            "Resetting a connection needs the permission: providers.change_connection."
+        )
     data = request.POST if request.method == "POST" else request.GET
     action = data.get("action")
     pk = data.get("connection") or ""
