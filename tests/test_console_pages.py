@@ -268,8 +268,7 @@ def test_a_list_pages_labelled_icons_are_hidden_from_screen_readers(root: Client
         ),
         (
             "/admin/dashboard/health/?connection=1&action=reset",
-            "Resetting a connection needs the permission: "
-            "providers.change_connection.",
+            "Resetting a connection needs the permission: providers.change_connection.",
         ),
     ],
 )
