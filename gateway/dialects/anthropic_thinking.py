@@ -204,3 +204,38 @@ def decode_blocks(value: Any) -> list[JSON]:
         return signed_blocks(json.loads(raw))
     except ValueError:  # also bad base64 or UTF-8
         return []
+
+
+def without_blocks(messages: Any) -> Any:
+    """``messages`` without ``thinking_blocks``, for an upstream other than
+    Anthropic's (it is no OpenAI field, and the signature is Anthropic's): the same
+    list when no message has any (one scan), else a new list of copies."""
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and "thinking_blocks" in m for m in messages
+    ):
+        return messages
+    return [
+        {k: v for k, v in m.items() if k != "thinking_blocks"}
+        if isinstance(m, dict) and "thinking_blocks" in m
+        else m
+        for m in messages
+    ]
+
+
+def _own_reasoning(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("type") == "reasoning"
+        and isinstance(item.get("encrypted_content"), str)
+        and item["encrypted_content"].startswith(ENCRYPTED_PREFIX)
+    )
+
+
+def without_own_reasoning(items: Any) -> Any:
+    """A Responses ``input`` without the reasoning items whose ``encrypted_content``
+    the gateway made (``encode_blocks``): an OpenAI upstream cannot decrypt them and
+    refuses the request.  They hold no user content (spec 09 §2.6: left out
+    silently).  The same list when there are none."""
+    if not isinstance(items, list) or not any(_own_reasoning(i) for i in items):
+        return items
+    return [item for item in items if not _own_reasoning(item)]

@@ -98,11 +98,12 @@ that names an invalid model identifier gets the code ``model_not_found``.
 
 Embeddings: ``/model/{modelId}/invoke``.  A Cohere model (``cohere.…``) gets
 ``{"texts": [...], "input_type": "search_document"}`` (``embedding_types:
-["float"]``) in one call; any other (Titan) one call per input, ``{"inputText":
-text}``, since Titan embeds one string per call: several inputs make a call whose
-``parts`` the sending layer runs (at most 8 at once) and joins in input order, a
-failed part failing the attempt.  ``dimensions`` is sent (with ``normalize: true``)
-to Titan Text Embeddings V2 when it is 256, 512 or 1024, the sizes it makes, and as
+["float"]``), one call per 96 texts (Cohere's limit); any other (Titan) one call per
+input, ``{"inputText": text}``, since Titan embeds one string per call: several
+inputs make a call whose ``parts`` the sending layer runs (at most 8 at once) and
+joins in input order, a failed part failing the attempt.  ``dimensions`` is sent
+(with ``normalize: true``) to Titan Text Embeddings V2 when it is 256, 512 or 1024,
+the sizes it makes, and as
 ``output_dimension`` to Cohere Embed v4 when it is one of those or 1536; any other
 value, and ``dimensions`` to Cohere v3 or Titan V1 (whose bodies have no such
 field), is left out and named (``embeddings_unsent``), unless it is the model's own
@@ -660,21 +661,28 @@ def embeddings_unsent(model: str, body: JSON) -> tuple[str, ...]:
     return ("dimensions",)
 
 
+#: the most texts Cohere's embed models take in one invoke on Bedrock
+COHERE_TEXTS_PER_CALL = 96
+
+
 def invoke_embed_bodies(body: JSON, *, model: str) -> list[JSON]:
     """An OpenAI embeddings request -> the model's own invoke bodies: Cohere's one
-    with every text, Titan's one per input (its ``inputText`` is one string)."""
+    per 96 texts (``COHERE_TEXTS_PER_CALL``), Titan's one per input (its
+    ``inputText`` is one string)."""
     texts = _inputs(body)
     dimensions = _size(body.get("dimensions"))
     sized = dimensions is not None and sends_dimensions(model, dimensions)
     if is_cohere(model):
-        cohere: JSON = {
-            "texts": texts,
-            "input_type": "search_document",
-            "embedding_types": ["float"],
-        }
-        if sized:
-            cohere["output_dimension"] = dimensions
-        return [cohere]
+        output = {"output_dimension": dimensions} if sized else {}
+        return [
+            {
+                "texts": texts[start : start + COHERE_TEXTS_PER_CALL],
+                "input_type": "search_document",
+                "embedding_types": ["float"],
+                **output,
+            }
+            for start in range(0, max(len(texts), 1), COHERE_TEXTS_PER_CALL)
+        ]
     extra: JSON = {}
     if sized:
         extra = {"dimensions": dimensions, "normalize": True}

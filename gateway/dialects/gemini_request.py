@@ -41,7 +41,8 @@ Request (canonical OpenAI chat body -> ``GenerateContentRequest``):
    from the model id); -1 (adaptive) lets the model decide; 0 (thinking disabled)
    turns thinking off where the model can (``THINKING_OFF``) and sends nothing
    elsewhere.  Every budget stays below ``maxOutputTokens``, which thoughts count
-   against.
+   against; a budget by level also leaves the answer 1 024 tokens or a quarter of
+   it (without room for the family's minimum, no ``thinkingConfig`` is sent).
 
 Left out of the attempt and named (``UNSENT``, spec 09 §2.6), when the client set
 them to a value that asks for something: ``logprobs`` and ``top_logprobs``
@@ -533,12 +534,22 @@ def thinking_range(model: str) -> tuple[int, int]:
     return DEFAULT_THINKING_RANGE
 
 
-def _fit_budget(config: JSON, budget: int, low: int) -> int | None:
+#: a budget by level leaves the answer at least this many of ``maxOutputTokens``
+#: (or a quarter of it), as on Anthropic's wire
+MIN_ANSWER_TOKENS = 1024
+
+
+def _fit_budget(
+    config: JSON, budget: int, low: int, *, room: bool = False
+) -> int | None:
     """``budget`` under ``maxOutputTokens`` (thoughts count against it), or None
-    when no budget of at least ``low`` fits there."""
+    when no budget of at least ``low`` fits there.  ``room``: a budget the gateway
+    chose (by level) also leaves the answer ``MIN_ANSWER_TOKENS`` or a quarter of
+    the limit; a client's exact budget only stays below it, as Anthropic's does."""
     limit = config.get("maxOutputTokens")
     if isinstance(limit, int) and not isinstance(limit, bool):
-        budget = min(budget, limit - 1)
+        answer = max(MIN_ANSWER_TOKENS, limit // 4) if room else 1
+        budget = min(budget, limit - answer)
     return budget if budget >= low else None
 
 
@@ -572,7 +583,7 @@ def _thinking(config: JSON, effort: Any, exact: Any, model: str) -> None:
         if level is None:
             return  # an unknown level: the model's default
         floor = max(low, MIN_THINKING_BUDGET)
-        budget = _fit_budget(config, min(level, high), floor)
+        budget = _fit_budget(config, min(level, high), floor, room=True)
     if budget is not None:
         config["thinkingConfig"] = {"thinkingBudget": budget, "includeThoughts": True}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.dialects.anthropic_thinking import without_blocks
 from gateway.dialects.base import (
     JSON,
     BadUpstreamResponse,
@@ -160,6 +161,10 @@ class OpenAIDialect(NoCountTokens):
     ) -> UpstreamCall:
         # ids another upstream made (Gemini's carry a signature) may be too long
         upstream = dict(fit_body(body, OPENAI_IDS))
+        messages = upstream.get("messages")
+        bare = without_blocks(messages)  # Anthropic's signed thinking stays home
+        if bare is not messages:
+            upstream["messages"] = bare
         upstream["model"] = model
         if stream:
             options = upstream.get("stream_options")

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from gateway.dialects.anthropic_thinking import without_own_reasoning
 from gateway.dialects.base import (
     JSON,
     RAW,
@@ -582,8 +583,14 @@ class OpenAIResponsesDialect(OpenAIDialect):
     ) -> UpstreamCall:
         """A Responses request as the client sent it (the conversation of a
         ``previous_response_id`` already rebuilt into ``input``): only ``model``
-        changes, and ``store`` is false (09 §3.4)."""
+        changes, and ``store`` is false (09 §3.4); reasoning items whose
+        ``encrypted_content`` the gateway made for an Anthropic turn are left out
+        (``anthropic_thinking.without_own_reasoning``)."""
         upstream = {**body, "model": model, "store": False}
+        items = body.get("input")
+        kept = without_own_reasoning(items)
+        if kept is not items:
+            upstream["input"] = kept
         if stream:
             upstream["stream"] = True
         else:

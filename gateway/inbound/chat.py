@@ -296,6 +296,12 @@ def _string(
         )
 
 
+def check_name(owner: dict[str, Any], key: str, path: str) -> None:
+    """``owner[key]`` is a non-empty string: a tool's name, a call's id (every
+    wire's upstreams refuse a call without them, and failover would not help)."""
+    _string(owner, key, path, required=True, empty=False)
+
+
 def _object(owner: dict[str, Any], key: str, path: str) -> dict[str, Any]:
     """``owner[key]``, which must be an object."""
     value = owner.get(key)
@@ -387,7 +393,7 @@ def _check_tool_calls(message: dict[str, Any], path: str) -> None:
         _string(call, "type", where, required=False)
         if call.get("type", "function") != "function":
             continue  # a custom tool's call: the upstream's to judge
-        _string(call, "id", where, required=False)
+        check_name(call, "id", where)
         function = _object(call, "function", where)
         _string(function, "name", f"{where}.function", required=True, empty=False)
         check_arguments(function, f"{where}.function")

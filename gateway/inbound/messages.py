@@ -48,7 +48,13 @@ from gateway.inbound.base import (
     client_paths,
     with_retry_after,
 )
-from gateway.inbound.chat import chat_request, model_sent, parse_body, positive_int
+from gateway.inbound.chat import (
+    chat_request,
+    check_name,
+    model_sent,
+    parse_body,
+    positive_int,
+)
 from gateway.kernel.chain import ChainError, build_chain
 from gateway.kernel.exchange import Carried, ChatRequest, RequestError
 from gateway.kernel.facts import input_tokens
@@ -217,6 +223,15 @@ class _Translation:
             if kind == "text" and isinstance(block.get("text"), str):
                 texts.append(block["text"])
             elif kind == "tool_use":
+                check_name(block, "id", where)
+                check_name(block, "name", where)
+                if block.get("input") is not None and not isinstance(
+                    block["input"], dict
+                ):
+                    param = f"{where}.input"
+                    raise _invalid(
+                        "invalid_type", param, f"'{param}' must be an object"
+                    )
                 calls.append(
                     {
                         "id": str(block.get("id") or f"toolu_{index}"),
@@ -329,6 +344,10 @@ class _Translation:
             if tool.get("type") not in (None, "custom") or "input_schema" not in tool:
                 self.dropped.append(f"tools[{index}]")  # a server tool
                 continue
+            check_name(tool, "name", f"tools[{index}]")
+            if not isinstance(tool["input_schema"], dict):
+                param = f"tools[{index}].input_schema"
+                raise _invalid("invalid_type", param, f"'{param}' must be an object")
             self.marker(tool, f"tools[{index}]")
             function: dict[str, Any] = {
                 "name": str(tool.get("name") or ""),

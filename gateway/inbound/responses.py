@@ -54,6 +54,7 @@ from gateway.inbound.chat import (
     chat_request,
     check_arguments,
     check_effort,
+    check_name,
     model_sent,
     parse_body,
     positive_int,
@@ -186,6 +187,15 @@ def _call_id(item: dict[str, Any], path: str) -> None:
         )
 
 
+def _check_call(item: dict[str, Any], kind: str, path: str) -> None:
+    """A call item of the request's own input: its ``call_id`` and ``name`` (every
+    upstream refuses a call without them), a function call's ``arguments``."""
+    check_name(item, "call_id", path)
+    check_name(item, "name", path)
+    if kind == "function_call":
+        check_arguments(item, path)
+
+
 # --- body -> canonical ----------------------------------------------------------------
 
 
@@ -238,8 +248,8 @@ class _Translation:
                 if message is not None:
                     out.append(message)
             elif kind in _CALLS:
-                if prefix is not None and kind == "function_call":
-                    check_arguments(item, path)
+                if prefix is not None:
+                    _check_call(item, kind, path)
                 self._call(out, item, kind)
             elif kind in _OUTPUTS:
                 if prefix is not None:

@@ -606,9 +606,19 @@ _TITAN_V2_SIZES = (256, 512, 1024)
 _COHERE_V4_SIZES = (256, 512, 1024, 1536)
 
 
+#: the most texts a Cohere embed invoke takes
+_COHERE_MAX_TEXTS = 96
+
+
 def _bad_cohere(model: str, request: Any) -> str | None:
-    """Bedrock's refusal of a Cohere body's ``output_dimension``: v4 takes 256, 512,
-    1024 or 1536; v3 has no such field."""
+    """Bedrock's refusal of a Cohere body: more than 96 ``texts``, or an
+    ``output_dimension`` other than v4's 256, 512, 1024 or 1536 (v3 has none)."""
+    texts = request.get("texts") if isinstance(request, dict) else None
+    if isinstance(texts, list) and len(texts) > _COHERE_MAX_TEXTS:
+        return (
+            "Malformed input request: #/texts: expected maximum item count: "
+            f"{_COHERE_MAX_TEXTS}, found: {len(texts)}"
+        )
     size = request.get("output_dimension") if isinstance(request, dict) else None
     if size is None:
         return None

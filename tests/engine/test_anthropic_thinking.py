@@ -242,3 +242,37 @@ def test_an_unsigned_streamed_thought_is_not_handed_over():
     )
     chunks = [c for e, d in events for c in translator.translate(e, d)]
     assert not any("thinking_blocks" in c["choices"][0]["delta"] for c in chunks[:-1])
+
+
+def test_openai_upstreams_never_get_the_signed_blocks():
+    from gateway.dialects.openai import OpenAIDialect
+
+    body = {"messages": _tool_turn(thinking_blocks=[SIGNED]), "model": "x"}
+    call = OpenAIDialect().build_request(
+        base_url="http://u/v1", api_key="k", model="gpt", body=body, stream=False
+    )
+    assert all("thinking_blocks" not in m for m in call.body["messages"])
+    assert "thinking_blocks" in body["messages"][1]  # the canonical body is kept
+
+
+def test_responses_upstreams_never_get_the_gateways_encrypted_content():
+    from gateway.dialects.anthropic_thinking import encode_blocks
+    from gateway.dialects.openai_responses import OpenAIResponsesDialect
+
+    ours = {
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": encode_blocks([SIGNED]),
+    }
+    theirs = {"type": "reasoning", "summary": [], "encrypted_content": "gAAAAB-openai"}
+    items = [{"role": "user", "content": "hi"}, ours, theirs]
+    call = OpenAIResponsesDialect().passthrough_request(
+        base_url="http://u/v1",
+        api_key="k",
+        model="gpt",
+        body={"model": "x", "input": items},
+        stream=False,
+        forward=(),
+    )
+    assert call.body["input"] == [items[0], theirs]
+    assert items[1] is ours  # the client's list is not changed

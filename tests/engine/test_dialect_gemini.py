@@ -633,10 +633,19 @@ def test_tool_choice_without_tools_is_not_sent():
             {"reasoning_effort": "high", "max_tokens": 4000},
             {
                 "maxOutputTokens": 4000,
-                "thinkingConfig": {"thinkingBudget": 3999, "includeThoughts": True},
+                # the answer keeps 1 024 tokens (a quarter of 4 000 is less)
+                "thinkingConfig": {"thinkingBudget": 2976, "includeThoughts": True},
             },
         ),
         ({"reasoning_effort": "low", "max_tokens": 100}, {"maxOutputTokens": 100}),
+        (
+            {"reasoning_effort": "high", "max_tokens": 1500},
+            {
+                "maxOutputTokens": 1500,
+                "thinkingConfig": {"thinkingBudget": 476, "includeThoughts": True},
+            },
+        ),
+        ({"reasoning_effort": "high", "max_tokens": 1100}, {"maxOutputTokens": 1100}),
         ({"reasoning_effort": "none"}, None),
         (
             {"user": "u1", "metadata": {"a": "b"}, "logprobs": True, "n": 1},

@@ -509,3 +509,115 @@ def test_a_responses_tool_round_trip_passes():
         "assistant",
         "tool",
     ]
+
+
+# --- tool call ids and names (re-audit) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "param"),
+    [
+        ({k: v for k, v in CALL.items() if k != "id"}, "missing_parameter", "id"),
+        ({**CALL, "id": ""}, "missing_parameter", "id"),
+        ({**CALL, "id": None}, "missing_parameter", "id"),
+        ({**CALL, "id": 7}, "invalid_type", "id"),
+    ],
+)
+def test_a_chat_tool_call_needs_its_id(call, code, param):
+    conversation = [USER, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    assert refused(chat, messages=conversation) == (
+        code,
+        f"messages[1].tool_calls[0].{param}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "code", "param"),
+    [
+        (
+            {"type": "function_call", "name": "f", "arguments": "{}"},
+            "missing_parameter",
+            "call_id",
+        ),
+        (
+            {"type": "function_call", "call_id": 5, "name": "f"},
+            "invalid_type",
+            "call_id",
+        ),
+        (
+            {"type": "function_call", "call_id": "c1", "arguments": "{}"},
+            "missing_parameter",
+            "name",
+        ),
+        (
+            {"type": "custom_tool_call", "call_id": "c1", "input": "ls"},
+            "missing_parameter",
+            "name",
+        ),
+    ],
+)
+def test_a_responses_call_needs_its_call_id_and_name(item, code, param):
+    items = [{"role": "user", "content": "hi"}, item]
+    assert refused(responses, input=items) == (code, f"input[1].{param}")
+
+
+USE = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+
+
+@pytest.mark.parametrize(
+    ("block", "code", "param"),
+    [
+        ({k: v for k, v in USE.items() if k != "id"}, "missing_parameter", "id"),
+        ({**USE, "id": 3}, "invalid_type", "id"),
+        ({k: v for k, v in USE.items() if k != "name"}, "missing_parameter", "name"),
+        ({**USE, "input": [1]}, "invalid_type", "input"),
+        ({**USE, "input": "{}"}, "invalid_type", "input"),
+    ],
+)
+def test_a_messages_tool_use_needs_its_id_name_and_an_object_input(block, code, param):
+    conversation = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [block]},
+    ]
+    assert refused(messages, messages=conversation) == (
+        code,
+        f"messages[1].content[0].{param}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "code", "param"),
+    [
+        ({"input_schema": {"type": "object"}}, "missing_parameter", "tools[0].name"),
+        ({"name": 5, "input_schema": {}}, "invalid_type", "tools[0].name"),
+        ({"name": "f", "input_schema": "{}"}, "invalid_type", "tools[0].input_schema"),
+    ],
+)
+def test_a_messages_tool_needs_a_name_and_an_object_schema(tool, code, param):
+    assert refused(
+        messages, messages=[{"role": "user", "content": "hi"}], tools=[tool]
+    ) == (
+        code,
+        param,
+    )
+
+
+def test_well_formed_calls_keep_passing_on_every_wire():
+    chat(messages=[USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}])
+    responses(
+        input=[
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        ]
+    )
+    messages(
+        messages=[
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [USE, {**USE, "id": "toolu_2", "input": None}],
+            },
+        ],
+        tools=[{"name": "lookup", "input_schema": {"type": "object"}}],
+    )

@@ -1213,3 +1213,17 @@ def _signed(url: str, headers: dict, body: bytes) -> dict:
         now=time.time(),
         key=AwsKey("us-east-1", TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY),
     )
+
+
+def test_cohere_embeds_more_than_96_texts_in_calls_of_96(oai, upstream):
+    """Cohere takes at most 96 texts an invoke (the mock refuses more, as Bedrock
+    does): 200 inputs are three calls, the vectors in input order."""
+    inputs = [f"text {n}" for n in range(200)]
+    answer = oai.embeddings.create(model="br/cohere.embed-english-v3", input=inputs)
+    assert [item.index for item in answer.data] == list(range(200))
+    single = oai.embeddings.create(
+        model="br/cohere.embed-english-v3", input=inputs[150]
+    )
+    assert answer.data[150].embedding == single.data[0].embedding
+    sizes = [len(r["body"]["texts"]) for r in _invokes(upstream)[-4:-1]]
+    assert sizes == [96, 96, 8]

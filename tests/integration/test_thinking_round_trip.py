@@ -51,6 +51,17 @@ providers:
     base_url: {mock.url}
     connections: [{{name: main, api_key: sk-ant-upstream-secret-pth-123456}}]
     models: [{{id: claude-thinks, capabilities: [reasoning, tools]}}]
+  - slug: ptr
+    kind: openai
+    wire: responses
+    base_url: {mock.url}
+    connections: [{{name: main, api_key: sk-upstream-secret-ptr-1234567890}}]
+    models: [{{id: gpt-thinks, capabilities: [reasoning, tools]}}]
+  - slug: ptc
+    kind: openai
+    base_url: {mock.url}
+    connections: [{{name: main, api_key: sk-upstream-secret-ptc-1234567890}}]
+    models: [{{id: gpt-chat, capabilities: [reasoning, tools]}}]
 """)
     assert result.returncode == 0, result.stderr
     return gateway
@@ -203,3 +214,36 @@ def test_a_stored_response_keeps_its_thinking_for_the_next_turn(client, upstream
     sent = _sent(upstream)
     assert sent["thinking"]["type"] == "enabled"
     assert json.dumps(sent["messages"][1]["content"][0]) == json.dumps(SIGNED)
+
+
+@pytest.mark.parametrize("model", ["ptr/gpt-thinks", "ptc/gpt-chat"])
+def test_another_upstream_never_gets_anthropics_thinking(client, upstream, model):
+    """The next turn of a conversation Anthropic began goes to an OpenAI model
+    (a failover, or the client's choice): the Responses upstream would refuse
+    the gateway's ``encrypted_content``, and a chat upstream has no
+    ``thinking_blocks`` field."""
+    upstream.add("claude-thinks", times=1, body=REPLY)
+    first = client.responses.create(
+        model=MODEL,
+        reasoning={"effort": "high"},
+        tools=[RESPONSES_TOOL],  # type: ignore[list-item]
+        input="Weather?",
+        store=False,
+        include=["reasoning.encrypted_content"],
+    )
+    items = [item.model_dump(exclude_none=True) for item in first.output]
+    [call] = [item for item in items if item["type"] == "function_call"]
+    client.responses.create(
+        model=model,
+        tools=[RESPONSES_TOOL],  # type: ignore[list-item]
+        store=False,
+        input=[
+            {"role": "user", "content": "Weather?"},
+            *items,
+            {"type": "function_call_output", "call_id": call["call_id"], "output": "9"},
+        ],
+    )
+    sent = json.dumps(_sent(upstream))
+    assert "omniroute.thinking.v1:" not in sent
+    assert "thinking_blocks" not in sent
+    assert "U0lHTkVE" not in sent  # the signature stays with Anthropic
