@@ -63,6 +63,7 @@ from urllib.parse import unquote_to_bytes
 
 from gateway.dialects.anthropic_thinking import (
     DEFAULT_MAX_TOKENS,
+    MIN_THINKING_TOP_P,
     client_max_tokens,
     drop_unthought_thinking,
     signed_blocks,
@@ -315,10 +316,6 @@ def _sampling(body: JSON) -> JSON:
     if isinstance(user, str) and user:
         out["metadata"] = {"user_id": user}
     return out
-
-
-#: thinking allows top_p only from this value up
-MIN_THINKING_TOP_P = 0.95
 
 
 def _thinking(upstream: JSON, body: JSON) -> None:

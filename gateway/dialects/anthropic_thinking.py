@@ -48,6 +48,8 @@ MIN_ANSWER_TOKENS = 1024
 #: Claude model's output limit (Opus 4 takes 32 000)
 MAX_DEFAULT_TOTAL = 32000
 _THOUGHT = ("thinking", "redacted_thinking")
+#: thinking allows top_p only from this value up (and temperature only at 1)
+MIN_THINKING_TOP_P = 0.95
 
 
 def client_max_tokens(body: JSON) -> int | None:
@@ -121,13 +123,33 @@ def thinking_fit(body: JSON) -> tuple[int, int] | None:
     return budget, total
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def unsent(body: JSON) -> tuple[str, ...]:
     """``("reasoning_effort",)`` when it asks for a level of thinking the attempt
-    cannot send (``thinking_fit``), else nothing."""
-    effort = body.get("reasoning_effort")
-    if effort in THINKING_BUDGETS and thinking_fit(body) is None:
+    cannot send (``thinking_fit``); with thinking sent, the sampling fields it
+    refuses and the attempt leaves out: ``temperature`` other than 1, ``top_k``,
+    ``top_p`` under 0.95."""
+    if body.get("reasoning_effort") not in THINKING_BUDGETS:
+        return ()
+    if thinking_fit(body) is None:
         return ("reasoning_effort",)
-    return ()
+    left: tuple[str, ...] = ()
+    temperature = body.get("temperature")
+    if _number(temperature) and temperature != 1:
+        left += ("temperature",)
+    if body.get("top_k") is not None:
+        left += ("top_k",)
+    top_p = body.get("top_p")
+    if (
+        isinstance(top_p, int | float)
+        and not isinstance(top_p, bool)
+        and (top_p < MIN_THINKING_TOP_P)
+    ):
+        left += ("top_p",)
+    return left
 
 
 def _starts_unthought(messages: list[Any]) -> bool:

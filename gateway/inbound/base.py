@@ -164,13 +164,21 @@ def client_paths(
     """A wire's ``ChatRequest.renamed``: its top-level ``names``, plus the client's
     path of every canonical content part in ``sources`` (the part as put in the
     canonical ``messages``, and where the client sent it), so a part a dialect
-    leaves out is named where the client can find it (09 §2.6).  ``names`` itself
-    when there are no sources (a text-only request)."""
+    leaves out is named where the client can find it (09 §2.6); a tool call in
+    ``sources`` gives its ``function.arguments`` the client's ``<path>.arguments``.
+    ``names`` itself when there are no sources (a text-only request)."""
     if not sources:
         return names
     where = {id(part): path for part, path in sources}
     found = dict(names)
     for i, message in enumerate(messages):
+        calls = message.get("tool_calls")
+        for j, call in enumerate(calls if isinstance(calls, list) else ()):
+            path = where.get(id(call))
+            if path is not None:
+                found[f"messages[{i}].tool_calls[{j}].function.arguments"] = (
+                    f"{path}.arguments"
+                )
         content = message.get("content")
         if not isinstance(content, list):
             continue

@@ -250,7 +250,7 @@ class _Translation:
             elif kind in _CALLS:
                 if prefix is not None:
                     _check_call(item, kind, path)
-                self._call(out, item, kind)
+                self._call(out, item, kind, path)
             elif kind in _OUTPUTS:
                 if prefix is not None:
                     _call_id(item, path)
@@ -324,7 +324,9 @@ class _Translation:
             self.sources.append((part, path))
         return [part]
 
-    def _call(self, out: list[dict[str, Any]], item: dict[str, Any], kind: str) -> None:
+    def _call(
+        self, out: list[dict[str, Any]], item: dict[str, Any], kind: str, path: str
+    ) -> None:
         if kind == "custom_tool_call":
             arguments = orjson.dumps({"input": str(item.get("input") or "")}).decode()
         else:
@@ -335,6 +337,8 @@ class _Translation:
             "type": "function",
             "function": {"name": str(item.get("name") or ""), "arguments": arguments},
         }
+        if self._own and kind == "function_call":
+            self.sources.append((call, path))  # its arguments, in the client's terms
         last = out[-1] if out else None
         if last is not None and last["role"] == "assistant":
             last.setdefault("tool_calls", []).append(call)

@@ -276,3 +276,21 @@ def test_responses_upstreams_never_get_the_gateways_encrypted_content():
     )
     assert call.body["input"] == [items[0], theirs]
     assert items[1] is ours  # the client's list is not changed
+
+
+def test_the_sampling_fields_thinking_refuses_are_named():
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "reasoning_effort": "low",
+        "temperature": 0.2,
+        "top_p": 0.5,
+        "top_k": 5,
+    }
+    assert UNSENT(body) == ("temperature", "top_k", "top_p")
+    out = build_messages_body(body, model="m", stream=False)
+    assert not {"temperature", "top_p", "top_k"} & set(out)
+    kept = {**body, "temperature": 1, "top_p": 0.97, "top_k": None}
+    assert UNSENT(kept) == ()
+    assert build_messages_body(kept, model="m", stream=False)["top_p"] == 0.97
+    # without thinking nothing of them is named
+    assert UNSENT({**body, "reasoning_effort": "none"}) == ()

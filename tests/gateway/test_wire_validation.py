@@ -621,3 +621,16 @@ def test_well_formed_calls_keep_passing_on_every_wire():
         ],
         tools=[{"name": "lookup", "input_schema": {"type": "object"}}],
     )
+
+
+def test_a_responses_clients_bad_arguments_are_named_in_its_own_terms():
+    request = responses(
+        input=[
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{x"},
+            {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        ]
+    )
+    [path] = GEMINI_UNSENT(request.body)
+    assert path == "messages[1].tool_calls[0].function.arguments"
+    assert request.client_path(path) == "input[1].arguments"

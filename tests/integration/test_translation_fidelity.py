@@ -127,8 +127,8 @@ def test_reasoning_effort_becomes_thinking_for_an_anthropic_model_that_reasons(
     assert response.status_code == 200
     sent = upstream.requests()[-1]["body"]
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 16384}
-    assert "temperature" not in sent
-    assert "x-omniroute-dropped" not in response.headers
+    assert "temperature" not in sent  # thinking refuses it: left out and named
+    assert response.headers["x-omniroute-dropped"] == "temperature"
 
 
 def test_reasoning_effort_is_named_where_it_cannot_go(reasoning_models, upstream):
