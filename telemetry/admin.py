@@ -341,8 +341,10 @@ class WebhookEndpointForm(forms.ModelForm):
         strip=True,
         label="Signing secret",
         help_text=SECRET_HELP,
+        # render_value: a secret typed into a form that fails to save comes back
+        # in it (an unbound form has none to render: the stored one never shows)
         widget=forms.PasswordInput(
-            render_value=False, attrs={"autocomplete": "new-password"}
+            render_value=True, attrs={"autocomplete": "new-password"}
         ),
     )
     events = forms.MultipleChoiceField(

@@ -41,6 +41,11 @@ FEED_GROUP = "routing_feed"  # spec 06 §4.2
 MAX_MESSAGES_PER_SECOND = 50  # spec 06 §4.2, per socket
 WINDOW_SECONDS = 1.0
 FORBIDDEN_CLOSE_CODE = 4403  # spec 01: non-staff sockets
+#: the close frame's reason: what the socket needs, as the page's 403 says
+FORBIDDEN_REASON = (
+    "Live routing needs a staff user with the permissions: "
+    "telemetry.view_requestlog, telemetry.view_attemptlog."
+)
 # Below the layers' default group_expiry (86 400 s), so membership never lapses.
 GROUP_REFRESH_SECONDS = 3600.0
 
@@ -97,7 +102,7 @@ class RoutingFeedConsumer(AsyncJsonWebsocketConsumer):
         allowed = await database_sync_to_async(is_feed_viewer)(self.scope.get("user"))
         if not allowed:
             await self.accept()
-            await self.close(code=FORBIDDEN_CLOSE_CODE)
+            await self.close(code=FORBIDDEN_CLOSE_CODE, reason=FORBIDDEN_REASON)
             return
         # joined before the accept: a client that reads "accepted" is on the feed
         await self.channel_layer.group_add(FEED_GROUP, self.channel_name)

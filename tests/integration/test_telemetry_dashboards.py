@@ -198,6 +198,12 @@ def test_live_routing_in_chromium_shows_a_new_request(
     page.fill("#filter-model", "pa/m1")
     assert row.is_visible()
     page.fill("#filter-model", "")
+    # the Pause button can be seen: its text and background differ (audit)
+    colours = page.eval_on_selector(
+        "#live-pause",
+        "b => [getComputedStyle(b).color, getComputedStyle(b).backgroundColor]",
+    )
+    assert colours[0] != colours[1], colours
     page.click("#live-pause")
     page.wait_for_selector("#live-status[data-state='paused']")
     second = client.post(

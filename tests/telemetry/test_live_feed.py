@@ -37,7 +37,12 @@ from gateway.pipeline.record import RunRecord
 from gateway.pipeline.tiers import TierOutcome
 from omniroute_site.asgi import application
 from providers.console_access import TRAFFIC_PERMISSIONS
-from telemetry.consumers import FEED_GROUP, MAX_MESSAGES_PER_SECOND, RateWindow
+from telemetry.consumers import (
+    FEED_GROUP,
+    FORBIDDEN_REASON,
+    MAX_MESSAGES_PER_SECOND,
+    RateWindow,
+)
 
 ORIGIN = (b"origin", b"http://localhost")
 FEED_FIELDS = {
@@ -445,6 +450,7 @@ async def test_anonymous_socket_is_closed_with_4403():
     assert await socket.receive_output(timeout=2) == {
         "type": "websocket.close",
         "code": 4403,
+        "reason": FORBIDDEN_REASON,
     }
     assert not get_channel_layer().groups.get(FEED_GROUP)
 
@@ -462,6 +468,7 @@ async def test_non_staff_socket_is_closed_with_4403(
     assert await socket.receive_output(timeout=2) == {
         "type": "websocket.close",
         "code": 4403,
+        "reason": FORBIDDEN_REASON,
     }
 
 
@@ -478,6 +485,7 @@ async def test_staff_without_the_logs_view_permissions_are_closed_with_4403(
     assert await socket.receive_output(timeout=2) == {
         "type": "websocket.close",
         "code": 4403,
+        "reason": FORBIDDEN_REASON,
     }
     assert not get_channel_layer().groups.get(FEED_GROUP)
 
@@ -508,6 +516,7 @@ async def test_a_client_sending_no_origin_still_needs_a_staff_session(
     assert await anonymous.receive_output(timeout=2) == {
         "type": "websocket.close",
         "code": 4403,
+        "reason": FORBIDDEN_REASON,
     }
 
     cookie = await sync_to_async(session_cookie)(is_staff=True)

@@ -746,3 +746,32 @@ def test_send_test_event_queues_a_ping_the_worker_sends(
     (request,) = receiver.requests
     assert request.headers["X-OmniRoute-Event"] == "ping"
     assert request.headers["X-OmniRoute-Delivery"] == ping.payload["id"]
+
+
+@pytest.mark.django_db
+def test_a_typed_secret_survives_a_failed_save_and_the_created_page_is_not_reposted(
+    admin_client,
+):
+    typed = "whsec-typed-secret-abcdef123456"
+    failed = admin_client.post(
+        "/admin/telemetry/webhookendpoint/add/",
+        {"url": "not a url", "secret": typed, "events": ["model_failover"]},
+    )
+    assert failed.status_code == 200
+    assert f'value="{typed}"' in failed.content.decode()  # kept, not lost
+    assert WebhookEndpoint.objects.count() == 0
+
+    # a generated secret is shown once, on a page that a reload does not re-post
+    created = admin_client.post(
+        "/admin/telemetry/webhookendpoint/add/",
+        {"url": "https://hooks.example.com/new", "events": ["model_failover"]},
+    )
+    endpoint = WebhookEndpoint.objects.get()
+    html = created.content.decode()
+    assert 'id="webhook-secret"' in html
+    change_url = f"/admin/telemetry/webhookendpoint/{endpoint.pk}/change/"
+    assert f'history.replaceState(null, "", "{change_url}")' in html
+    # the change page never renders the stored secret
+    change = admin_client.get(change_url)
+    assert 'name="secret"' in change.content.decode()
+    assert 'name="secret" value=' not in change.content.decode()
