@@ -10,6 +10,7 @@ as chat ones (``choices[].text`` as the content, ``logprobs`` kept).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -135,6 +136,37 @@ class OpenAIStreamTranslator:
         return [data]
 
 
+def _object_arguments(message: Any) -> bool:
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    return isinstance(calls, list) and any(
+        isinstance(call, dict)
+        and isinstance(call.get("function"), dict)
+        and isinstance(call["function"].get("arguments"), dict)
+        for call in calls
+    )
+
+
+def _stringified(message: JSON) -> JSON:
+    calls = []
+    for call in message["tool_calls"]:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), dict):
+            arguments = json.dumps(function["arguments"])
+            call = {**call, "function": {**function, "arguments": arguments}}
+        calls.append(call)
+    return {**message, "tool_calls": calls}
+
+
+def string_arguments(messages: Any) -> Any:
+    """``messages`` with every history tool call's ``arguments`` a JSON string, as
+    OpenAI requires (a client may send an object, which the other dialects read
+    too): the same list when all are strings (one scan), else a new list whose
+    changed messages are copies."""
+    if not isinstance(messages, list) or not any(map(_object_arguments, messages)):
+        return messages
+    return [_stringified(m) if _object_arguments(m) else m for m in messages]
+
+
 class OpenAIDialect(NoCountTokens):
     kind = "openai"
     label = "OpenAI-compatible"
@@ -162,7 +194,8 @@ class OpenAIDialect(NoCountTokens):
         # ids another upstream made (Gemini's carry a signature) may be too long
         upstream = dict(fit_body(body, OPENAI_IDS))
         messages = upstream.get("messages")
-        bare = without_blocks(messages)  # Anthropic's signed thinking stays home
+        # Anthropic's signed thinking stays home; arguments are a string on this wire
+        bare = string_arguments(without_blocks(messages))
         if bare is not messages:
             upstream["messages"] = bare
         upstream["model"] = model

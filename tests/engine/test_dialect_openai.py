@@ -188,3 +188,22 @@ def test_registry_maps_every_provider_kind_to_a_dialect():
     assert {"anthropic", "gemini", "mock", "openai"} <= set(REGISTRY)
     assert isinstance(REGISTRY["openai"], OpenAIDialect)
     assert isinstance(REGISTRY["mock"], OpenAIDialect)
+
+
+def test_openai_upstreams_get_object_arguments_as_a_string():
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "weather", "arguments": {"city": "Oslo"}},
+    }
+    body = {"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]}
+    sent = (
+        OpenAIDialect()
+        .build_request(
+            base_url="http://u/v1", api_key="k", model="gpt", body=body, stream=False
+        )
+        .body
+    )
+    arguments = sent["messages"][0]["tool_calls"][0]["function"]["arguments"]
+    assert arguments == '{"city": "Oslo"}'
+    assert body["messages"][0]["tool_calls"][0] is call  # the canonical body is kept
