@@ -281,3 +281,17 @@ def test_the_smart_route_page_and_the_board_button_name_what_they_need(path, sai
 
     assert refused.status_code == 403
     assert said in refused.content.decode()
+
+
+def test_a_missing_console_page_is_a_404_in_the_admins_frame():
+    staff = User.objects.create_superuser("root404", "r@example.com", "pw")
+    client = Client()
+    client.force_login(staff)
+
+    missing = client.get("/admin/smart-routes/no-such-alias/")
+    elsewhere = client.get("/no-such-path", HTTP_ACCEPT="application/json")
+
+    assert missing.status_code == 404
+    assert 'id="omr-error-reason"' in missing.content.decode()
+    assert elsewhere.status_code == 404
+    assert elsewhere.json()["error"]  # outside the admin: the JSON envelope

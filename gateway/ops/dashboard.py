@@ -44,6 +44,7 @@ from django.utils import timezone
 
 from combos.models import ApiKey
 from combos.services import hash_api_key
+from gateway.ops.error_pages import admin_error
 from providers import scheduler
 from providers.console_access import may_open
 from providers.health import board, connection_key, summarize
@@ -321,7 +322,13 @@ def health_action_view(request: HttpRequest) -> HttpResponse:
         .first()
     )
     if conn is None or action not in ACTIONS:
-        return HttpResponseBadRequest("unknown connection or action")
+        return admin_error(
+            request,
+            400,
+            "Nothing to do",
+            "No connection has that id, or the action is neither reset nor "
+            "re-enable. Use the buttons on the dashboard's health board.",
+        )
     key = connection_key(conn.provider.slug, conn.name)
     if request.method == "GET" or data.get("confirm") != "yes":
         return _confirm(request, conn, key, action)

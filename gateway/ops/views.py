@@ -35,6 +35,7 @@ from gateway.kernel.exchange import RequestError
 from gateway.kernel.globs import matches
 from gateway.kernel.types import KeyPolicy, RoutingTable
 from gateway.ops.auto_views import model_entries
+from gateway.ops.error_pages import admin_error
 from gateway.pipeline.result import Failure
 from providers.http import product_version
 from providers.models import JobRun
@@ -419,8 +420,23 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     )
 
 
+def _console_staff(request: HttpRequest) -> bool:
+    user = getattr(request, "user", None)
+    return bool(
+        request.path.startswith("/admin/")
+        and getattr(user, "is_staff", False)
+        and getattr(user, "is_active", False)
+    )
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """``handler404``: any unknown path outside the admin is an OpenAI-style 404."""
+    """``handler404``: any unknown path outside the admin is an OpenAI-style 404;
+    staff meet a missing console page or row inside the admin's frame."""
+    if _html_ok(request) and _console_staff(request):
+        reason = str(exception) if exception.args else ""
+        return admin_error(
+            request, 404, "Not found", reason or "There is nothing at this address."
+        )
     if _html_ok(request):
         from django.views.defaults import page_not_found
 

@@ -274,7 +274,11 @@ def test_the_board_buttons_ask_first_naming_the_connection(
 
 def test_the_question_refuses_an_unknown_connection_or_action(configured, admin_client):
     for query in ({"connection": "999999", "action": "reset"}, {"connection": "x"}):
-        assert admin_client.get("/admin/dashboard/health/", query).status_code == 400
+        refused = admin_client.get("/admin/dashboard/health/", query)
+        assert refused.status_code == 400
+        html = refused.content.decode()
+        assert 'id="omr-error-reason"' in html  # in the console's frame
+        assert "No connection has that id" in html
 
 
 def test_board_buttons_need_the_change_permission(configured):
