@@ -87,6 +87,7 @@ from gateway.dialects.carry import (
     OPENAI_ONLY,
     SAMPLING_EXTRAS,
     Carry,
+    arguments_object,
     not_text_format,
     text_or,
 )
@@ -174,16 +175,6 @@ def _content_blocks(content: Any) -> list[JSON]:
     return [block for part in parts if (block := _part_block(part)) is not None]
 
 
-def _tool_input(arguments: Any) -> JSON:
-    if isinstance(arguments, dict):
-        return dict(arguments)
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _tool_use_blocks(tool_calls: Any) -> list[JSON]:
     blocks: list[JSON] = []
     for call in tool_calls if isinstance(tool_calls, list) else []:
@@ -195,7 +186,7 @@ def _tool_use_blocks(tool_calls: Any) -> list[JSON]:
                 "type": "tool_use",
                 "id": str(call.get("id") or ""),
                 "name": str(function.get("name") or ""),
-                "input": _tool_input(function.get("arguments")),
+                "input": arguments_object(function.get("arguments")),
             }
         )
     return blocks

@@ -168,6 +168,7 @@ from gateway.dialects.carry import (
     SAMPLING_EXTRAS,
     TEXT_PARTS,
     Carry,
+    arguments_object,
     is_false,
     is_none_choice,
     not_none_effort,
@@ -401,16 +402,6 @@ def _blocks(content: Any) -> list[JSON]:
     return out
 
 
-def _arguments(arguments: Any) -> JSON:
-    if isinstance(arguments, dict):
-        return dict(arguments)
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _assistant_blocks(message: JSON) -> list[JSON]:
     blocks = _blocks(message.get("content"))
     for call in message.get("tool_calls") or ():
@@ -424,7 +415,7 @@ def _assistant_blocks(message: JSON) -> list[JSON]:
                 "toolUse": {
                     "toolUseId": str(call.get("id") or ""),
                     "name": name,
-                    "input": _arguments(function.get("arguments")),
+                    "input": arguments_object(function.get("arguments")),
                 }
             }
         )

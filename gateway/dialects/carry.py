@@ -150,6 +150,19 @@ class Odd(NamedTuple):
     arguments: bool = False
 
 
+def arguments_object(arguments: Any) -> JSON:
+    """A tool call's ``arguments`` as the JSON object a dialect whose tool input is
+    an object sends (Anthropic, Gemini, Bedrock): ``{}`` for what is no object,
+    which ``odd_elements`` names."""
+    if isinstance(arguments, dict):
+        return dict(arguments)
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
 def _no_object(arguments: Any) -> bool:
     """Tool-call ``arguments`` a translation to a JSON-object field cannot carry: a
     non-empty string that is no JSON object (a model's truncated call)."""

@@ -87,7 +87,13 @@ from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from gateway.dialects.base import JSON
-from gateway.dialects.carry import OPENAI_ONLY, TEXT_PARTS, Carry, is_false
+from gateway.dialects.carry import (
+    OPENAI_ONLY,
+    TEXT_PARTS,
+    Carry,
+    arguments_object,
+    is_false,
+)
 from gateway.dialects.gemini_ids import signature_of
 from gateway.kernel.text import text_of
 
@@ -362,17 +368,6 @@ def _parts(content: Any) -> list[JSON]:
     return [found for item in items if (found := _part(item)) is not None]
 
 
-def function_args(arguments: Any) -> JSON:
-    """A call's arguments as the object Gemini wants (``{}`` when not an object)."""
-    if isinstance(arguments, dict):
-        return dict(arguments)
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _function_response(content: Any) -> JSON:
     text = text_of(content, "\n\n")
     try:
@@ -411,7 +406,7 @@ class _Turns:
             part: JSON = {
                 "functionCall": {
                     "name": name,
-                    "args": function_args(function.get("arguments")),
+                    "args": arguments_object(function.get("arguments")),
                 }
             }
             signature = signature_of(ident)
